@@ -1,0 +1,1 @@
+"""Privacy budgets per (analyst, dataset) and the append-only ledger of charges."""

@@ -1,0 +1,1 @@
+"""Anonymization: hierarchies, privacy criteria, lattice search, Mondrian, utility metrics."""

@@ -1,0 +1,324 @@
+"""Dataset metadata: what is *declared* public about a table.
+
+One :class:`TableMeta` describes a table for both pillars: the anonymization side reads
+column roles and generalization hierarchies; the DP side reads types, bounds, public
+categories, the privacy unit and the neighbour relation. Nothing here is ever read from the
+private data — that is the point (DESIGN.md, "What is public is declared").
+
+The values are parsed from a TOML file by :mod:`statcurator.io.metadata`; this module holds
+only the frozen values and their validation.
+
+>>> age = Column("age", type="integer", role=Role.QUASI_IDENTIFIER, bounds=(0, 120))
+>>> sex = Column("sex", type="string", categories=("Female", "Male"))
+>>> meta = TableMeta("people", (age, sex))
+>>> meta.quasi_identifiers
+('age',)
+>>> meta["sex"].categories
+('Female', 'Male')
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from .errors import MetadataError
+from .numbers import exact
+
+__all__ = [
+    "Role",
+    "ColumnType",
+    "HierarchySpec",
+    "Column",
+    "PrivacyUnit",
+    "Neighbours",
+    "TableMeta",
+]
+
+
+class Role(str, enum.Enum):
+    """The role a column plays in anonymization (Sweeney; Machanavajjhala et al.)."""
+
+    IDENTIFIER = "identifier"  # removed from every release (name, SSN)
+    QUASI_IDENTIFIER = "quasi-identifier"  # generalized; linkable to outside data
+    SENSITIVE = "sensitive"  # protected by l-diversity / t-closeness, kept as is
+    INSENSITIVE = "insensitive"  # kept as is
+
+    @classmethod
+    def parse(cls, text: str, column: str) -> Role:
+        aliases = {"qi": cls.QUASI_IDENTIFIER, "quasi_identifier": cls.QUASI_IDENTIFIER,
+                   "quasi-identifying": cls.QUASI_IDENTIFIER, "id": cls.IDENTIFIER,
+                   "identifying": cls.IDENTIFIER}
+        key = str(text).strip().lower()
+        if key in aliases:
+            return aliases[key]
+        try:
+            return cls(key)
+        except ValueError:
+            raise MetadataError(
+                f"column {column!r} has an unknown role {text!r}",
+                remedy="use one of: " + ", ".join(r.value for r in cls)) from None
+
+
+class ColumnType(str, enum.Enum):
+    """Logical column types. Hierarchies and categories are matched on the text form."""
+
+    INTEGER = "integer"
+    REAL = "real"
+    STRING = "string"
+    BOOLEAN = "boolean"
+
+    @classmethod
+    def parse(cls, text: str, column: str) -> ColumnType:
+        aliases = {"int": cls.INTEGER, "float": cls.REAL, "double": cls.REAL,
+                   "numeric": cls.REAL, "str": cls.STRING, "text": cls.STRING,
+                   "categorical": cls.STRING, "bool": cls.BOOLEAN}
+        key = str(text).strip().lower()
+        if key in aliases:
+            return aliases[key]
+        try:
+            return cls(key)
+        except ValueError:
+            raise MetadataError(
+                f"column {column!r} has an unknown type {text!r}",
+                remedy="use one of: " + ", ".join(t.value for t in cls)) from None
+
+    @property
+    def numeric(self) -> bool:
+        return self in (ColumnType.INTEGER, ColumnType.REAL)
+
+
+@dataclass(frozen=True)
+class HierarchySpec:
+    """How to obtain a column's generalization hierarchy (built by ``anonymize.hierarchy``).
+
+    ``kind`` is one of
+
+    * ``"file"`` — an ARX-format CSV (``path``; ``separator`` defaults to ``;``): one row per
+      value, column i = level i, last column the most general;
+    * ``"intervals"`` — numeric intervals: ``widths`` of the levels above the raw value, each a
+      multiple of the previous one, aligned at ``origin`` (default 0), then ``*``;
+    * ``"masking"`` — right-to-left masking of fixed-length codes (zip codes): level i masks
+      the last i characters with ``mask`` (default ``*``), up to ``length`` characters;
+    * ``"tree"`` — an inline tree, ``tree`` a nested mapping whose leaves are lists of values;
+      the root ``*`` is implicit.
+    """
+
+    kind: str
+    path: str | None = None
+    separator: str = ";"
+    widths: tuple[int | Fraction, ...] = ()
+    origin: int | Fraction = 0
+    length: int | None = None
+    mask: str = "*"
+    tree: Any = None  # nested dict (kept as given; frozen dataclass does not deep-freeze)
+
+    KINDS = ("file", "intervals", "masking", "tree")
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise MetadataError(f"unknown hierarchy kind {self.kind!r}",
+                                remedy="use one of: " + ", ".join(self.KINDS))
+
+    def __hash__(self) -> int:  # tree is a dict: hash by identity of the spec's scalar parts
+        return hash((self.kind, self.path, self.separator, self.widths, self.origin,
+                     self.length, self.mask))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column's declared metadata.
+
+    ``bounds`` (numeric columns) are the public clamping range used by DP aggregates;
+    ``categories`` are the public set of values (the group-by keys DP may release without
+    partition selection). ``nullable`` says whether NULLs may occur.
+    """
+
+    name: str
+    type: ColumnType | str = ColumnType.STRING
+    role: Role | str = Role.INSENSITIVE
+    hierarchy: HierarchySpec | None = None
+    bounds: tuple[Fraction, Fraction] | None = None
+    categories: tuple[Any, ...] | None = None
+    nullable: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise MetadataError("a column has no name", remedy="give every column a name")
+        if not isinstance(self.type, ColumnType):
+            object.__setattr__(self, "type", ColumnType.parse(self.type, self.name))
+        if not isinstance(self.role, Role):
+            object.__setattr__(self, "role", Role.parse(self.role, self.name))
+        if self.bounds is not None:
+            if self.type not in (ColumnType.INTEGER, ColumnType.REAL):
+                raise MetadataError(f"column {self.name!r} has bounds but type {self.type.value}",
+                                    remedy="declare type = \"integer\" or \"real\", or drop bounds")
+            try:
+                lo, hi = self.bounds
+            except (TypeError, ValueError):
+                raise MetadataError(f"column {self.name!r}: bounds must be a pair [low, high]",
+                                    remedy="write bounds = [0, 120]") from None
+            lo = exact(lo, f"{self.name}.bounds low", positive=False)
+            hi = exact(hi, f"{self.name}.bounds high", positive=False)
+            if not lo <= hi:
+                raise MetadataError(f"column {self.name!r}: bounds [{lo}, {hi}] are reversed",
+                                    remedy="write bounds = [low, high] with low <= high")
+            object.__setattr__(self, "bounds", (lo, hi))
+        if self.categories is not None:
+            cats = tuple(self.categories)
+            if len(set(cats)) != len(cats):
+                raise MetadataError(f"column {self.name!r} lists a category twice",
+                                    remedy="list each public category once")
+            object.__setattr__(self, "categories", cats)
+
+    def with_role(self, role: Role | str) -> Column:
+        return replace(self, role=role)
+
+
+class Neighbours(str, enum.Enum):
+    """Which datasets count as neighbours.
+
+    ``UNBOUNDED``: D' is D with one privacy unit added or removed.
+    ``BOUNDED``: D' is D with one privacy unit's data changed (same size; the size is public).
+    """
+
+    UNBOUNDED = "unbounded"
+    BOUNDED = "bounded"
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """Whom the guarantee protects: a row, or a person who owns up to ``max_rows`` rows.
+
+    ``column`` is ``None`` for "one row is one person". ``max_groups`` bounds how many
+    groups of a GROUP BY one person may contribute to (None: at most ``max_rows``).
+
+    >>> PrivacyUnit().is_row
+    True
+    >>> PrivacyUnit("patient_id", max_rows=5).max_rows
+    5
+    """
+
+    column: str | None = None
+    max_rows: int = 1
+    max_groups: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows", "max_groups"):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise MetadataError(f"privacy unit {name} must be a positive integer, got {v!r}",
+                                    remedy=f"write {name} = 1 (or the largest number a person may have)")
+        if self.column is None and self.max_rows != 1:
+            raise MetadataError("max_rows > 1 needs a person id column",
+                                remedy='write privacy_unit = { column = "person_id", max_rows = 5 }')
+
+    @property
+    def is_row(self) -> bool:
+        return self.column is None
+
+
+@dataclass(frozen=True)
+class TableMeta:
+    """Metadata of one table: its columns and its privacy unit.
+
+    ``rows`` is the table size when it is declared public (bounded neighbours need it for
+    some queries); it is never read from the data.
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    privacy_unit: PrivacyUnit = field(default_factory=PrivacyUnit)
+    neighbours: Neighbours | str = Neighbours.UNBOUNDED
+    rows: int | None = None
+    source: str | None = None
+    separator: str | None = None
+    description: str = ""
+    attribution: str = ""
+
+    def __post_init__(self) -> None:
+        cols = tuple(self.columns)
+        object.__setattr__(self, "columns", cols)
+        names = [c.name for c in cols]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise MetadataError(f"table {self.name!r} declares column(s) {dupes} twice",
+                                remedy="declare each column once")
+        if not isinstance(self.neighbours, Neighbours):
+            try:
+                object.__setattr__(self, "neighbours", Neighbours(str(self.neighbours).lower()))
+            except ValueError:
+                raise MetadataError(f"unknown neighbour relation {self.neighbours!r}",
+                                    remedy='use neighbours = "unbounded" or "bounded"') from None
+        pu = self.privacy_unit
+        if pu.column is not None and pu.column not in names:
+            raise MetadataError(f"privacy unit column {pu.column!r} is not a declared column",
+                                remedy=f"declare [columns.{pu.column}] or fix privacy_unit")
+        if self.rows is not None and (isinstance(self.rows, bool) or not isinstance(self.rows, int)
+                                      or self.rows < 0):
+            raise MetadataError(f"rows must be a non-negative integer, got {self.rows!r}",
+                                remedy="declare the public table size, or leave rows out")
+
+    # -- lookup ---------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise MetadataError(f"table {self.name!r} has no declared column {name!r}",
+                            remedy="declared columns are: " + ", ".join(self.names))
+
+    def __contains__(self, name: object) -> bool:
+        return any(c.name == name for c in self.columns)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def with_role(self, role: Role) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns if c.role == role)
+
+    @property
+    def quasi_identifiers(self) -> tuple[str, ...]:
+        return self.with_role(Role.QUASI_IDENTIFIER)
+
+    @property
+    def sensitive(self) -> tuple[str, ...]:
+        return self.with_role(Role.SENSITIVE)
+
+    @property
+    def identifiers(self) -> tuple[str, ...]:
+        return self.with_role(Role.IDENTIFIER)
+
+    # -- derived metadata -----------------------------------------------------------------
+    def replace(self, **changes: Any) -> TableMeta:
+        return replace(self, **changes)
+
+    def with_roles(self, roles: Mapping[str, Role | str]) -> TableMeta:
+        """A copy where the named columns take new roles (e.g. a run's ``--sensitive``).
+
+        >>> m = TableMeta("t", (Column("a", role="qi"), Column("b", role="qi")))
+        >>> m.with_roles({"b": "sensitive"}).quasi_identifiers
+        ('a',)
+        """
+        for name in roles:
+            self[name]  # raises a MetadataError naming the declared columns
+        cols = tuple(c.with_role(roles[c.name]) if c.name in roles else c for c in self.columns)
+        return replace(self, columns=cols)
+
+    def restrict_quasi_identifiers(self, keep: Iterable[str]) -> TableMeta:
+        """Keep only ``keep`` as quasi-identifiers; other QIs become insensitive."""
+        keep = list(keep)
+        for name in keep:
+            if self[name].role != Role.QUASI_IDENTIFIER:
+                raise MetadataError(f"column {name!r} is not a declared quasi-identifier",
+                                    remedy="declare role = \"quasi-identifier\" in the metadata "
+                                           "or drop it from the QI list")
+        roles = {c.name: Role.INSENSITIVE for c in self.columns
+                 if c.role == Role.QUASI_IDENTIFIER and c.name not in keep}
+        return self.with_roles(roles)

@@ -1,0 +1,1 @@
+"""Exact samplers over a secure RNG, and the noise mechanisms built on them."""

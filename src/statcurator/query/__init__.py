@@ -1,0 +1,1 @@
+"""The DP query layer: plan IR, SQL front end, rewrite rules, sensitivity, compiler."""

@@ -1,0 +1,1 @@
+"""Release records and their rendering (text, JSON, HTML) and plots."""
