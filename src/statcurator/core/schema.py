@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from .errors import MetadataError
+from .errors import InvalidParameterError, MetadataError
 from .numbers import exact
 
 __all__ = [
@@ -162,8 +162,11 @@ class Column:
             except (TypeError, ValueError):
                 raise MetadataError(f"column {self.name!r}: bounds must be a pair [low, high]",
                                     remedy="write bounds = [0, 120]") from None
-            lo = exact(lo, f"{self.name}.bounds low", positive=False)
-            hi = exact(hi, f"{self.name}.bounds high", positive=False)
+            try:
+                lo = exact(lo, f"column {self.name!r} bounds low", positive=False, strings=False)
+                hi = exact(hi, f"column {self.name!r} bounds high", positive=False, strings=False)
+            except InvalidParameterError as e:
+                raise MetadataError(e.problem, remedy="write bounds = [0, 120]") from None
             if not lo <= hi:
                 raise MetadataError(f"column {self.name!r}: bounds [{lo}, {hi}] are reversed",
                                     remedy="write bounds = [low, high] with low <= high")

@@ -1,0 +1,157 @@
+"""Dataset metadata: the TOML format, its validation, and its errors."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from statcurator.core.errors import MetadataError
+from statcurator.core.schema import Column, ColumnType, Neighbours, PrivacyUnit, Role, TableMeta
+from statcurator.io.metadata import dump_metadata, load_metadata, parse_metadata
+
+FULL = """
+[table]
+name = "patients"
+source = "patients.csv"
+separator = ";"
+neighbours = "bounded"
+privacy_unit = { column = "pid", max_rows = 5, max_groups = 2 }
+rows = 1000
+
+[columns.pid]
+type = "integer"
+role = "identifier"
+
+[columns.age]
+type = "integer"
+role = "quasi-identifier"
+hierarchy = { intervals = [5, 10, 20] }
+bounds = [0, 120]
+
+[columns.zip]
+type = "string"
+role = "qi"
+hierarchy = { masking = 5 }
+
+[columns.income]
+type = "real"
+bounds = [0, 200000.5]
+
+[columns.disease]
+type = "string"
+role = "sensitive"
+categories = "hierarchy"
+
+[columns.disease.hierarchy.tree]
+"digestive" = { "stomach" = ["gastritis", "gastric ulcer"] }
+"respiratory" = { "lung" = ["flu", "pneumonia"] }
+"""
+
+
+def test_full_example_parses(tmp_path: Path) -> None:
+    f = tmp_path / "patients.toml"
+    f.write_text(FULL)
+    meta = load_metadata(f)
+    assert meta.name == "patients"
+    assert meta.source == str((tmp_path / "patients.csv").resolve())
+    assert meta.neighbours is Neighbours.BOUNDED
+    assert meta.privacy_unit == PrivacyUnit("pid", max_rows=5, max_groups=2)
+    assert meta.rows == 1000
+    assert meta.quasi_identifiers == ("age", "zip")
+    assert meta.identifiers == ("pid",)
+    assert meta.sensitive == ("disease",)
+    assert meta["income"].role is Role.INSENSITIVE  # undeclared role: never a QI
+    assert meta["income"].bounds == (0, Fraction(400001, 2))  # exact, not a float
+    assert meta["age"].hierarchy.kind == "intervals" and meta["age"].hierarchy.widths == (5, 10, 20)
+    assert meta["zip"].hierarchy.kind == "masking" and meta["zip"].hierarchy.length == 5
+    assert meta["disease"].categories == ("gastritis", "gastric ulcer", "flu", "pneumonia")
+    assert meta["disease"].hierarchy.tree["digestive"]["stomach"] == ["gastritis", "gastric ulcer"]
+
+
+def test_round_trip_through_dump(tmp_path: Path) -> None:
+    f = tmp_path / "patients.toml"
+    f.write_text(FULL)
+    meta = load_metadata(f)
+    again = parse_metadata(dump_metadata(meta))
+    assert again == meta
+    assert again["disease"].hierarchy.tree == meta["disease"].hierarchy.tree
+
+
+def test_file_hierarchy_paths_resolve_against_the_toml(tmp_path: Path) -> None:
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "sex.csv").write_text("M;*\nF;*\n")
+    (tmp_path / "m.toml").write_text(
+        '[table]\nname="t"\n[columns.sex]\nrole="qi"\nhierarchy="h/sex.csv"\ncategories="hierarchy"\n')
+    meta = load_metadata(tmp_path / "m.toml")
+    assert meta["sex"].hierarchy.path == str((tmp_path / "h" / "sex.csv").resolve())
+    assert meta["sex"].categories == ("M", "F")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('[table]\nname="t"\n', "declares no columns"),
+        ('[table]\nname="t"\nfoo=1\n[columns.a]\n', "unknown key(s) ['foo']"),
+        ('[columns.a]\nrole="quasi"\n', "unknown role 'quasi'"),
+        ('[columns.a]\ntype="decimal128"\n', "unknown type"),
+        ('[columns.a]\ntype="string"\nbounds=[0,1]\n', "has bounds but type string"),
+        ('[columns.a]\ntype="integer"\nbounds=[5,1]\n', "reversed"),
+        ('[columns.a]\ntype="integer"\nbounds=[0,"x"]\n', "must be a number"),
+        ('[columns.a]\nhierarchy={masking=0}\n', "masking needs the code length"),
+        ('[columns.a]\nhierarchy={intervals=[]}\n', "non-empty list"),
+        ('[columns.a]\nhierarchy={masking=5, intervals=[1]}\n', "exactly one of"),
+        ('[columns.a]\ncategories=["x","x"]\n', "lists a category twice"),
+        ('[columns.a]\ncategories="hierarchy"\n', "needs a file or tree hierarchy"),
+        ('[table]\nneighbours="sideways"\n[columns.a]\n', "unknown neighbour relation"),
+        ('[table]\nprivacy_unit={column="pid"}\n[columns.a]\n', "not a declared column"),
+        ('[table]\nprivacy_unit={column="a", max_rows=0}\n[columns.a]\n', "positive integer"),
+        ('[columns.a\n', "not valid TOML"),
+        ('[columns.a]\nextra=1\n', "unknown key(s) ['extra']"),
+    ],
+)
+def test_bad_metadata_is_refused_with_a_remedy(text: str, fragment: str) -> None:
+    with pytest.raises(MetadataError) as info:
+        parse_metadata(text)
+    assert fragment in str(info.value)
+    assert info.value.remedy  # every metadata error says what to do
+
+
+def test_missing_metadata_file() -> None:
+    with pytest.raises(MetadataError, match="does not exist"):
+        load_metadata("/nonexistent/meta.toml")
+
+
+def test_missing_hierarchy_file_for_categories(tmp_path: Path) -> None:
+    (tmp_path / "m.toml").write_text('[columns.a]\nhierarchy="nope.csv"\ncategories="hierarchy"\n')
+    with pytest.raises(MetadataError, match="does not exist"):
+        load_metadata(tmp_path / "m.toml")
+
+
+def test_schema_values_validate_directly() -> None:
+    with pytest.raises(MetadataError, match="twice"):
+        TableMeta("t", (Column("a"), Column("a")))
+    with pytest.raises(MetadataError, match="max_rows > 1 needs a person id column"):
+        PrivacyUnit(max_rows=3)
+    meta = TableMeta("t", (Column("a", role="qi"), Column("b", role="qi"), Column("c")))
+    assert meta.restrict_quasi_identifiers(["b"]).quasi_identifiers == ("b",)
+    with pytest.raises(MetadataError, match="not a declared quasi-identifier"):
+        meta.restrict_quasi_identifiers(["c"])
+    with pytest.raises(MetadataError, match="declared columns are: a, b, c"):
+        meta["zzz"]
+    assert meta.with_roles({"a": Role.SENSITIVE}).sensitive == ("a",)
+    assert Column("x", type="float").type is ColumnType.REAL
+
+
+def test_bundled_adult_metadata() -> None:
+    from statcurator import datasets
+
+    meta = load_metadata(datasets.metadata_path("adult"))
+    assert meta.quasi_identifiers == ("sex", "age", "race", "marital-status", "education",
+                                      "native-country", "workclass", "occupation", "salary-class")
+    assert meta["age"].bounds == (0, 120)
+    assert meta["workclass"].categories is not None and "Never-worked" in meta["workclass"].categories
+    assert len(meta["native-country"].categories) == 41
+    for name in meta.quasi_identifiers:
+        assert meta[name].hierarchy is not None and Path(meta[name].hierarchy.path).exists()
