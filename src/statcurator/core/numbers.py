@@ -26,7 +26,22 @@ from fractions import Fraction
 
 from .errors import InvalidParameterError
 
-__all__ = ["exact", "exact_probability", "round_up", "round_down", "MAX_BITS"]
+__all__ = [
+    "exact",
+    "exact_probability",
+    "exact_value",
+    "round_up",
+    "round_down",
+    "round_up_decimal",
+    "floor_fraction",
+    "ceil_fraction",
+    "exp_bounds",
+    "ln_bounds",
+    "sqrt_bounds",
+    "exp_upper",
+    "exp_lower",
+    "MAX_BITS",
+]
 
 #: Numerators and denominators above this many bits are refused as absurd: no privacy
 #: parameter needs them, and unbounded rationals make arithmetic arbitrarily slow.
@@ -156,3 +171,251 @@ def round_down(x: float | Fraction, bits: int = 52) -> Fraction:
     """
     q = Fraction(x) * (1 << bits)
     return Fraction(q.numerator // q.denominator, 1 << bits)
+
+
+# -- exact data values ----------------------------------------------------------------------
+
+
+def exact_value(value: object, name: str = "value") -> Fraction:
+    """The exact rational value of a *data* value (not a parameter).
+
+    Unlike :func:`exact`, a float is taken at its exact binary value (data computed by an
+    engine means the float it holds, not the decimal a user typed), negative values and zero
+    are allowed, subnormals are accepted, and NaN or ±∞ are refused with a
+    :class:`~statcurator.core.errors.DataError`.
+
+    >>> exact_value(0.5)
+    Fraction(1, 2)
+    >>> exact_value(0.1) == Fraction(1, 10)
+    False
+    >>> exact_value(-3)
+    Fraction(-3, 1)
+    >>> exact_value(float("inf"))
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.DataError: value must be finite, got inf; clamp the data to its declared bounds first
+    """
+    from .errors import DataError
+
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, bool):
+        return Fraction(int(value))
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise DataError(f"{name} must be finite, got {value}",
+                            remedy="clamp the data to its declared bounds first")
+        return Fraction(value)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        if not math.isfinite(f):
+            raise DataError(f"{name} must be finite, got {f}",
+                            remedy="clamp the data to its declared bounds first")
+        return Fraction(f)
+    raise DataError(f"{name} must be a number, got {type(value).__name__}",
+                    remedy="pass an int, a float or a Fraction")
+
+
+# -- rounding -------------------------------------------------------------------------------
+
+
+def floor_fraction(x: Fraction | int) -> int:
+    """⌊x⌋ of an exact rational.
+
+    >>> floor_fraction(Fraction(-1, 2))
+    -1
+    """
+    x = Fraction(x)
+    return x.numerator // x.denominator
+
+
+def ceil_fraction(x: Fraction | int) -> int:
+    """⌈x⌉ of an exact rational.
+
+    >>> ceil_fraction(Fraction(1, 3)), ceil_fraction(2)
+    (1, 2)
+    """
+    x = Fraction(x)
+    return -((-x.numerator) // x.denominator)
+
+
+def round_up_decimal(x: Fraction, digits: int = 6) -> Fraction:
+    """The smallest decimal with ``digits`` significant digits that is >= ``x`` (x > 0).
+
+    Used to turn a computed parameter into a value a person can read and type, always in
+    the conservative direction.
+
+    >>> round_up_decimal(Fraction(1, 3), 3)
+    Fraction(167, 500)
+    >>> round_up_decimal(Fraction(1, 4), 3)
+    Fraction(1, 4)
+    """
+    x = Fraction(x)
+    if x <= 0:
+        raise InvalidParameterError(f"cannot round {x} to significant digits",
+                                    remedy="pass a positive number")
+    e = len(str(x.numerator // x.denominator)) if x >= 1 else 0
+    if x < 1:  # find the first significant decimal place
+        e = 0
+        while x * 10 ** (-e + 1) < 1:
+            e -= 1
+    scale = Fraction(10) ** (digits - e)
+    return Fraction(ceil_fraction(x * scale)) / scale
+
+
+def _round_rel(x: Fraction, bits: int, up: bool) -> Fraction:
+    """Round a positive rational to ``bits`` significant bits, up or down."""
+    shift = bits - (x.numerator.bit_length() - x.denominator.bit_length())
+    scaled = x * (Fraction(2) ** shift)
+    n = ceil_fraction(scaled) if up else floor_fraction(scaled)
+    return Fraction(n) / (Fraction(2) ** shift)
+
+
+def _round_abs(x: Fraction, bits: int, up: bool) -> Fraction:
+    """Round a rational to a multiple of 2**-bits, up or down."""
+    scaled = x * (1 << bits)
+    n = ceil_fraction(scaled) if up else floor_fraction(scaled)
+    return Fraction(n, 1 << bits)
+
+
+# -- rigorous bounds of transcendental functions --------------------------------------------
+#
+# Privacy costs and thresholds sometimes involve e^x, ln x or sqrt(x) of exact rationals. These
+# functions return *rational* lower and upper bounds computed with exact arithmetic only
+# (series with explicit remainder bounds, outward rounding), so that a cost rounded up from
+# the upper bound is provably never below the true value. No float is involved.
+
+
+def exp_bounds(x: Fraction | int, bits: int = 96) -> tuple[Fraction, Fraction]:
+    """Rationals ``lo <= e**x <= hi`` with a relative gap of about ``2**-bits``.
+
+    >>> lo, hi = exp_bounds(Fraction(-1), 60)
+    >>> e_inv = Fraction("0.36787944117144232159552377016146")  # 1/e to 32 digits
+    >>> lo < e_inv < hi and hi - lo < Fraction(1, 2**55)
+    True
+    >>> exp_bounds(0)
+    (Fraction(1, 1), Fraction(1, 1))
+    """
+    x = Fraction(x)
+    if x == 0:
+        return Fraction(1), Fraction(1)
+    # Halve x until |y| <= 1/2, sum the Taylor series of e^y with a remainder bound, then
+    # square back; each squaring doubles the relative error, so carry s extra bits.
+    s = max(0, x.numerator.bit_length() - x.denominator.bit_length() + 2)
+    work = bits + s + 16
+    y = x / (1 << s)
+    term = Fraction(1)
+    total = Fraction(1)
+    k = 0
+    eps = Fraction(1, 1 << (work + 2))
+    while True:
+        k += 1
+        term = _round_abs(term * y / k, work + 8, up=term * y > 0)
+        total += term
+        if abs(term) < eps:
+            break
+    # remainder after the last term: |R| <= 2 |y|^(k+1)/(k+1)! <= 2|term|·|y|; plus the
+    # rounding of each of the k terms (2^-(work+8) each)
+    err = 2 * abs(term) * abs(y) + Fraction(k + 1, 1 << (work + 8))
+    lo, hi = total - err, total + err
+    for _ in range(s):
+        lo = _round_rel(lo * lo, work, up=False)
+        hi = _round_rel(hi * hi, work, up=True)
+    return lo, hi
+
+
+def exp_upper(x: Fraction | int, bits: int = 96) -> Fraction:
+    """A rational upper bound of e**x (see :func:`exp_bounds`).
+
+    >>> exp_upper(1) > Fraction(271828182845904, 10**14)
+    True
+    """
+    return exp_bounds(x, bits)[1]
+
+
+def exp_lower(x: Fraction | int, bits: int = 96) -> Fraction:
+    """A rational lower bound of e**x (see :func:`exp_bounds`).
+
+    >>> exp_lower(1) < Fraction(271828182845905, 10**14)
+    True
+    """
+    return exp_bounds(x, bits)[0]
+
+
+def _atanh_series(z: Fraction, bits: int) -> tuple[Fraction, Fraction]:
+    """Bounds of 2·atanh(z) = ln((1+z)/(1-z)) for |z| <= 1/3."""
+    total = Fraction(0)
+    power = z
+    z2 = z * z
+    j = 0
+    eps = Fraction(1, 1 << (bits + 4))
+    while True:
+        term = _round_abs(power / (2 * j + 1), bits + 8, up=power > 0)
+        total += term
+        if abs(power) < eps:
+            break
+        power = _round_abs(power * z2, bits + 8, up=power > 0)
+        j += 1
+    # tail after term j: sum_{i>j} |z|^(2i+1)/(2i+1) <= |power|·z²/(1-z²); plus roundings
+    err = abs(power) * z2 / (1 - z2) + Fraction(2 * (j + 2), 1 << (bits + 8))
+    return 2 * (total - err), 2 * (total + err)
+
+
+def ln_bounds(x: Fraction | int, bits: int = 96) -> tuple[Fraction, Fraction]:
+    """Rationals ``lo <= ln(x) <= hi`` (x > 0) with an absolute gap of about ``2**-bits``.
+
+    >>> lo, hi = ln_bounds(2, 60)
+    >>> lo < Fraction("0.69314718055994530941723212145818") < hi
+    True
+    >>> ln_bounds(1)
+    (Fraction(0, 1), Fraction(0, 1))
+    """
+    x = Fraction(x)
+    if x <= 0:
+        raise InvalidParameterError(f"ln is undefined at {x}", remedy="pass a positive number")
+    if x == 1:
+        return Fraction(0), Fraction(0)
+    work = bits + 8
+    # x = 2^k · y with y in [2/3, 4/3]: ln x = k ln 2 + ln y, both by the atanh series
+    k = x.numerator.bit_length() - x.denominator.bit_length()
+    y = x / (Fraction(2) ** k)
+    while y > Fraction(4, 3):
+        y /= 2
+        k += 1
+    while y < Fraction(2, 3):
+        y *= 2
+        k -= 1
+    ylo, yhi = _atanh_series((y - 1) / (y + 1), work) if y != 1 else (Fraction(0), Fraction(0))
+    l2lo, l2hi = _atanh_series(Fraction(1, 3), work + k.bit_length())
+    if k >= 0:
+        lo, hi = ylo + k * l2lo, yhi + k * l2hi
+    else:
+        lo, hi = ylo + k * l2hi, yhi + k * l2lo
+    return _round_abs(lo, work, up=False), _round_abs(hi, work, up=True)
+
+
+def sqrt_bounds(x: Fraction | int, bits: int = 96) -> tuple[Fraction, Fraction]:
+    """Rationals ``lo <= sqrt(x) <= hi`` (x >= 0) with a relative gap of about ``2**-bits``.
+
+    >>> sqrt_bounds(4)
+    (Fraction(2, 1), Fraction(2, 1))
+    >>> lo, hi = sqrt_bounds(2, 40)
+    >>> lo * lo <= 2 <= hi * hi
+    True
+    """
+    x = Fraction(x)
+    if x < 0:
+        raise InvalidParameterError(f"sqrt is undefined at {x}", remedy="pass x >= 0")
+    if x == 0:
+        return Fraction(0), Fraction(0)
+    # sqrt(n/d) = sqrt(n·d)/d; scale by 4^s so the integer square root has enough bits
+    n, d = x.numerator, x.denominator
+    s = max(0, bits + 2 - (n * d).bit_length() // 2)
+    m = n * d << (2 * s)
+    r = math.isqrt(m)
+    denom = d << s
+    if r * r == m:
+        return Fraction(r, denom), Fraction(r, denom)
+    return Fraction(r, denom), Fraction(r + 1, denom)
