@@ -1,0 +1,171 @@
+"""What every engine shares: table sources, the engine protocol, and the hashing used for
+contribution bounding.
+
+An engine runs a compiled :class:`~statcurator.query.relational.EnginePlan` and returns an
+:class:`~statcurator.query.relational.ExactResult`: exact aggregates only, never noise, never
+rows. Three engines implement it: ``duckdb`` (default), ``spark`` and ``memory`` (the pure
+Python reference used as the oracle in tests). The same plan gives identical results on all
+three.
+
+>>> import pyarrow as pa
+>>> src = TableSource.from_arrow(pa.table({"a": [1, 2]}))
+>>> src.kind, src.schema.names
+('arrow', ['a'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.errors import DataError
+from ..query.relational import EnginePlan, ExactResult
+
+__all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "sql_text", "HASH_SEPARATOR", "NULL_TEXT"]
+
+#: Separator between the fields of a hashed row, and the text of a NULL field.
+HASH_SEPARATOR = "|"
+NULL_TEXT = "~"
+
+
+@dataclass(frozen=True)
+class TableSource:
+    """Where a registered table's rows live, read in place by the engines.
+
+    ``kind`` is ``arrow`` (``data`` a ``pyarrow.Table``, also used for pandas/Polars input),
+    ``parquet``, ``csv`` or ``duckdb`` (``path``; ``table`` names the table inside a DuckDB
+    database). ``schema`` is the Arrow schema the engines must read the data with (for CSV:
+    declared types for declared columns, inferred for the rest), so every engine sees the same
+    types.
+    """
+
+    kind: str
+    schema: Any
+    data: Any = None
+    path: str | None = None
+    separator: str = ","
+    table: str | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_arrow(cls, table: Any) -> TableSource:
+        """An in-memory Arrow table (the curator converts pandas and Polars frames to it)."""
+        return cls("arrow", table.schema, data=table)
+
+    def to_arrow(self) -> Any:
+        """Read the whole table into Arrow (the memory engine and Spark's local path)."""
+        import pyarrow as pa
+
+        if self.kind == "arrow":
+            return self.data
+        if self.kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(self.path, schema=self.schema)
+        if self.kind == "csv":
+            import pyarrow.csv as pacsv
+
+            types = {f.name: f.type for f in self.schema}
+            return pacsv.read_csv(
+                self.path, parse_options=pacsv.ParseOptions(delimiter=self.separator),
+                convert_options=pacsv.ConvertOptions(column_types=types,
+                                                     strings_can_be_null=False))
+        if self.kind == "duckdb":
+            import duckdb
+
+            con = duckdb.connect(self.path, read_only=True)
+            try:
+                t = con.sql(f'SELECT * FROM "{self.table}"').to_arrow_table()
+            finally:
+                con.close()
+            return t.cast(pa.schema(self.schema)) if t.schema != self.schema else t
+        raise DataError(f"unknown source kind {self.kind!r}", remedy="use arrow, parquet, csv or duckdb")
+
+
+class Engine(Protocol):
+    """The engine interface: register tables, run compiled plans, return exact aggregates."""
+
+    name: str
+
+    def register(self, name: str, source: TableSource) -> None: ...
+
+    def unregister(self, name: str) -> None: ...
+
+    def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult: ...
+
+    def close(self) -> None: ...
+
+
+def sql_text(value: Any) -> str:
+    """The text an SQL engine gives ``COALESCE(CAST(value AS VARCHAR), '~')``.
+
+    Integers, strings and booleans print identically in DuckDB, Spark and Python; floats
+    print alike for ordinary values (DuckDB and Python use the shortest round-trip form;
+    Spark writes large exponents as ``1.0E20``).
+
+    >>> sql_text(None), sql_text(True), sql_text(42), sql_text(2.5)
+    ('~', 'true', '42', '2.5')
+    """
+    if value is None:
+        return NULL_TEXT
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    return str(value)
+
+
+def row_hash(salt: str, parts: list[Any]) -> str:
+    """MD5 (hex) of ``salt|part1|part2|...``, exactly as the SQL engines compute it.
+
+    >>> row_hash("s", [1, "a"]) == hashlib.md5(b"s|1|a").hexdigest()
+    True
+    """
+    text = salt + "".join(HASH_SEPARATOR + sql_text(p) for p in parts)
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResult:
+    """Assemble an :class:`ExactResult` from SQL result rows (keys first, then the terms;
+    histogram rows are keys, bin, count). SQL sums over no rows are NULL, i.e. 0."""
+    nk, nt = len(plan.keys), len(plan.terms)
+    allowed = [None if v is None else _KeySet(v) for v in plan.key_values]
+    check = any(a is not None for a in allowed)
+
+    def keep(key: tuple) -> bool:
+        return not check or all(a is None or a.has(x) for a, x in zip(allowed, key, strict=True))
+
+    groups: dict[tuple, tuple[int, ...]] = {}
+    for r in rows:
+        key = tuple(r[:nk])
+        if keep(key):
+            groups[key] = tuple(0 if v is None else int(v) for v in r[nk:nk + nt])
+    hists = []
+    for hr in hist_rows:
+        h: dict[tuple, dict[int, int]] = {}
+        for r in hr:
+            key = tuple(r[:nk])
+            if keep(key):
+                h.setdefault(key, {})[int(r[nk])] = int(r[nk + 1])
+        hists.append(h)
+    return ExactResult(plan.key_names, groups, tuple(hists))
+
+
+class _KeySet:
+    """Membership in a public key set with SQL equality (NULL matches only a listed NULL,
+    booleans never equal numbers)."""
+
+    def __init__(self, values: tuple[Any, ...]) -> None:
+        self.null = any(v is None for v in values)
+        self.values = {(isinstance(v, bool), v) for v in values if v is not None}
+
+    def has(self, x: Any) -> bool:
+        if x is None:
+            return self.null
+        return (isinstance(x, bool), x) in self.values

@@ -1,0 +1,337 @@
+"""The pure-Python reference engine: it interprets the plan IR row by row.
+
+Slow and obviously correct, it is the oracle of the parity tests: DuckDB and Spark must give
+exactly its numbers. It reproduces the SQL semantics the other engines follow: three-valued
+logic, NULL-skipping aggregates, NaN equal to itself and above every number (as DuckDB and
+Spark order floats), arithmetic in IEEE double precision.
+
+>>> import pyarrow as pa
+>>> from statcurator.core.schema import Column, TableMeta
+>>> from statcurator.query.catalog import DictCatalog, TableInfo
+>>> from statcurator.query.compiler import compile_query
+>>> from statcurator.query.sql import parse_sql
+>>> from .base import TableSource
+>>> data = pa.table({"age": [30, 40, None, 200], "sex": ["F", "M", "F", "F"]})
+>>> meta = TableMeta("t", (Column("age", type="integer", bounds=(0, 120)),
+...                        Column("sex", categories=("F", "M"))))
+>>> cat = DictCatalog({"t": TableInfo.from_schema("t", meta, data.schema)})
+>>> cq = compile_query(parse_sql("SELECT sex, COUNT(*), SUM(age) FROM t GROUP BY sex", cat), cat)
+>>> eng = MemoryEngine()
+>>> eng.register("t", TableSource.from_arrow(data))
+>>> sorted(eng.execute(cq.engine_plan, salt="00").groups.items())
+[(('F',), (3, 150)), (('M',), (1, 40))]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from ..core.errors import EngineError
+from ..query.expr import (
+    And,
+    Arith,
+    Between,
+    Bin,
+    Case,
+    Col,
+    Compare,
+    Expr,
+    InList,
+    IsNull,
+    Lit,
+    Neg,
+    Not,
+    Or,
+    WidthBucket,
+)
+from ..query.plan import Filter, Join, Relation, Scan
+from ..query.relational import EnginePlan, ExactResult, Quantized
+from .base import TableSource, row_hash
+
+__all__ = ["MemoryEngine", "evaluate"]
+
+Row = dict[tuple[str, str], Any]
+
+
+class MemoryEngine:
+    """Interpret plans over in-memory rows (Python lists read from Arrow)."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.sources: dict[str, TableSource] = {}
+        self._rows: dict[str, list[dict[str, Any]]] = {}
+
+    def register(self, name: str, source: TableSource) -> None:
+        self.sources[name] = source
+        self._rows.pop(name, None)
+
+    def unregister(self, name: str) -> None:
+        self.sources.pop(name, None)
+        self._rows.pop(name, None)
+
+    def close(self) -> None:
+        self.sources.clear()
+        self._rows.clear()
+
+    def _table(self, name: str) -> list[dict[str, Any]]:
+        if name not in self._rows:
+            if name not in self.sources:
+                raise EngineError(f"table {name!r} is not registered with the memory engine",
+                                  remedy="register it first")
+            self._rows[name] = self.sources[name].to_arrow().to_pylist()
+        return self._rows[name]
+
+    # -- relation ---------------------------------------------------------------------
+    def relation(self, rel: Relation) -> list[Row]:
+        if isinstance(rel, Scan):
+            return [{(rel.alias, k): v for k, v in r.items()} for r in self._table(rel.table)]
+        if isinstance(rel, Filter):
+            return [r for r in self.relation(rel.input) if evaluate(rel.predicate, r) is True]
+        if isinstance(rel, Join):
+            left = self.relation(rel.left)
+            right = self.relation(rel.right)
+            index: dict[tuple, list[Row]] = defaultdict(list)
+            for r in right:
+                key = tuple(evaluate(b, r) for _, b in rel.on)
+                if any(v is None for v in key):
+                    continue
+                index[tuple(_join_key(v) for v in key)].append(r)
+            out: list[Row] = []
+            right_cols = [(rel.right.alias, c) for c in self._table(rel.right.table)[0]] \
+                if self._table(rel.right.table) else []
+            for row in left:
+                key = tuple(evaluate(a, row) for a, _ in rel.on)
+                matches = [] if any(v is None for v in key) else \
+                    index.get(tuple(_join_key(v) for v in key), [])
+                for m in matches:
+                    out.append({**row, **m})
+                if not matches and rel.kind == "left":
+                    out.append({**row, **{c: None for c in right_cols}})
+            return out
+        raise EngineError(f"unknown relation {type(rel).__name__}", remedy="compile the plan first")
+
+    # -- the aggregation --------------------------------------------------------------
+    def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
+        inputs = plan.quantized_inputs()
+        qpos = {q: i for i, q in enumerate(inputs)}
+        nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
+        prepared = []
+        for row in self.relation(plan.relation):
+            key = tuple(evaluate(k.expr, row) for k in plan.keys)
+            if not _in_key_sets(key, plan.key_values):
+                continue
+            unit = evaluate(plan.bounding.unit, row) if plan.bounding else None
+            qs = tuple(q.quantize(evaluate(q.expr, row)) for q in inputs)
+            nn = tuple(0 if evaluate(e, row) is None else 1 for e in nonnull)  # type: ignore[arg-type]
+            prepared.append((key, unit, qs, nn))
+        if plan.bounding is not None:
+            prepared = _bound(prepared, plan, salt)
+
+        groups: dict[tuple, list[int]] = {}
+        units: dict[tuple, set] = defaultdict(set)
+        hists: list[dict[tuple, dict[int, int]]] = [defaultdict(lambda: defaultdict(int))
+                                                    for _ in plan.histograms]
+        nn_pos = {id(e): i for i, e in enumerate(nonnull)}
+        if not plan.keys:
+            groups[()] = [0] * len(plan.terms)
+        for key, unit, qs, nn in prepared:
+            acc = groups.setdefault(key, [0] * len(plan.terms))
+            if unit is not None:  # COUNT(DISTINCT u) skips NULLs, as in SQL
+                units[key].add(unit)
+            for i, t in enumerate(plan.terms):
+                if t.kind == "rows":
+                    acc[i] += 1
+                elif t.kind == "nonnull":
+                    acc[i] += nn[nn_pos[id(t.input)]]
+                elif t.kind == "units":
+                    pass
+                else:
+                    q = qs[qpos[t.input]]  # type: ignore[index]
+                    if q is None:
+                        continue
+                    assert isinstance(t.input, Quantized)
+                    if t.kind == "valid":
+                        acc[i] += 1
+                    elif t.kind == "sum":
+                        acc[i] += q
+                    elif t.kind == "centered":
+                        acc[i] += 2 * q - t.input.center
+                    elif t.kind == "centered_sq":
+                        acc[i] += (2 * q - t.input.center) ** 2
+            for h, hist in zip(plan.histograms, hists, strict=True):
+                b = h.bin_of(qs[qpos[h.input]])
+                if b is not None:
+                    hist[key][b] += 1
+        for i, t in enumerate(plan.terms):
+            if t.kind == "units":
+                for key, acc in groups.items():
+                    acc[i] = len(units.get(key, ()))
+        return ExactResult(plan.key_names, {k: tuple(v) for k, v in groups.items()},
+                           tuple({k: dict(v) for k, v in h.items()} for h in hists))
+
+
+def _join_key(v: Any) -> Any:
+    return v
+
+
+def _in_key_sets(key: tuple, key_values: tuple) -> bool:
+    for v, allowed in zip(key, key_values, strict=True):
+        if allowed is not None and not any(_same(v, a) for a in allowed):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
+    return a == b
+
+
+def _bound(prepared: list, plan: EnginePlan, salt: str) -> list:
+    """Keep at most max_groups groups and max_rows rows per unit, chosen by salted MD5."""
+    b = plan.bounding
+    assert b is not None
+    by_unit: dict[Any, list] = defaultdict(list)
+    for item in prepared:
+        by_unit[item[1]].append(item)
+    real = plan.real_keys or (False,) * len(plan.keys)
+
+    def text_key(key: tuple) -> list:
+        return [float(v) if r and v is not None else v for v, r in zip(key, real, strict=True)]
+
+    out = []
+    for unit, items in by_unit.items():
+        u = float(unit) if plan.real_unit and unit is not None else unit
+        if b.max_groups is not None and plan.keys:
+            ghash = {}
+            for key, *_ in items:
+                if key not in ghash:
+                    ghash[key] = row_hash(salt, [u, *text_key(key)])
+            ranks = sorted(set(ghash.values()))
+            keep = set(ranks[: b.max_groups])
+            items = [it for it in items if ghash[it[0]] in keep]
+        items = sorted(items, key=lambda it: row_hash(salt, [u, *text_key(it[0]), *it[2], *it[3]]))
+        out.extend(items[: b.max_rows])
+    return out
+
+
+# -- expression semantics ------------------------------------------------------------------
+
+def _cmp(a: Any, b: Any) -> int:
+    """Three-way comparison with NaN equal to itself and greater than every other number."""
+    fa = isinstance(a, float) and math.isnan(a)
+    fb = isinstance(b, float) and math.isnan(b)
+    if fa or fb:
+        return 0 if fa and fb else (1 if fa else -1)
+    return (a > b) - (a < b)
+
+
+_OPS = {"=": lambda c: c == 0, "<>": lambda c: c != 0, "<": lambda c: c < 0,
+        "<=": lambda c: c <= 0, ">": lambda c: c > 0, ">=": lambda c: c >= 0}
+
+
+def _double(v: Any) -> float:
+    return float(v)
+
+
+def evaluate(e: Expr, row: Row) -> Any:
+    """Evaluate a row-level expression with SQL semantics.
+
+    >>> evaluate(Compare("<", Lit(float("nan")), Lit(1.0)), {})
+    False
+    >>> evaluate(And((Lit(None), Lit(False))), {})
+    False
+    """
+    if isinstance(e, Col):
+        return row.get((e.table, e.name))  # type: ignore[arg-type]
+    if isinstance(e, Lit):
+        return e.value
+    if isinstance(e, Compare):
+        a, b = evaluate(e.left, row), evaluate(e.right, row)
+        if a is None or b is None:
+            return None
+        return _OPS[e.op](_cmp(a, b))
+    if isinstance(e, InList):
+        x = evaluate(e.expr, row)
+        if x is None:
+            return None
+        hit = any(v.value is not None and _cmp(x, v.value) == 0 for v in e.values)
+        if not hit and any(v.value is None for v in e.values):
+            return None
+        return (not hit) if e.negated else hit
+    if isinstance(e, Between):
+        x, lo, hi = (evaluate(p, row) for p in (e.expr, e.low, e.high))
+        a = None if x is None or lo is None else _cmp(x, lo) >= 0
+        b = None if x is None or hi is None else _cmp(x, hi) <= 0
+        r = _and([a, b])
+        return None if r is None else (not r if e.negated else r)
+    if isinstance(e, And):
+        return _and([evaluate(t, row) for t in e.terms])
+    if isinstance(e, Or):
+        vals = [evaluate(t, row) for t in e.terms]
+        if any(v is True for v in vals):
+            return True
+        return None if any(v is None for v in vals) else False
+    if isinstance(e, Not):
+        v = evaluate(e.expr, row)
+        return None if v is None else not v
+    if isinstance(e, IsNull):
+        r = evaluate(e.expr, row) is None
+        return not r if e.negated else r
+    if isinstance(e, Case):
+        for cond, val in e.whens:
+            if evaluate(cond, row) is True:
+                return evaluate(val, row)
+        return evaluate(e.default, row) if e.default is not None else None
+    if isinstance(e, Arith):
+        a, b = evaluate(e.left, row), evaluate(e.right, row)
+        if a is None or b is None:
+            return None
+        a, b = _double(a), _double(b)
+        if e.op == "+":
+            return a + b
+        if e.op == "-":
+            return a - b
+        if e.op == "*":
+            return a * b
+        return a / b
+    if isinstance(e, Neg):
+        v = evaluate(e.expr, row)
+        return None if v is None else -_double(v)
+    if isinstance(e, Bin):
+        x = evaluate(e.expr, row)
+        if x is None:
+            return None
+        edges = e.edges
+        if _cmp(x, edges[0]) < 0:
+            return None
+        labels = e.labels()
+        for i in range(1, len(edges)):
+            last = i == len(edges) - 1
+            c = _cmp(x, edges[i])
+            if (c < 0) or (last and c == 0 and not (isinstance(x, float) and math.isnan(x))):
+                return labels[i - 1]
+        return None
+    if isinstance(e, WidthBucket):
+        x = evaluate(e.expr, row)
+        if x is None:
+            return None
+        if _cmp(x, e.low) < 0:
+            return 0
+        if _cmp(x, e.high) >= 0:
+            return e.count + 1
+        lo, width = float(e.low), float(e.high) - float(e.low)
+        b = math.floor(((float(x) - lo) * float(e.count)) / width) + 1
+        return min(b, e.count)
+    raise EngineError(f"the memory engine cannot evaluate {e.sql()}", remedy="simplify the query")
+
+
+def _and(vals: list[Any]) -> Any:
+    if any(v is False for v in vals):
+        return False
+    return None if any(v is None for v in vals) else True

@@ -1,0 +1,329 @@
+"""Post-processing of noisy measurements: output values, confidence intervals, HAVING and
+ORDER BY. Everything here reads only noisy values and public keys, so it is free (the
+post-processing property of differential privacy).
+
+Intervals. Each noisy measurement has a (1 - α) half-width from its mechanism
+(``P(|noise| > h) <= α``). A COUNT or SUM gets ``value ± h``. AVG = midpoint + S/C gets the
+range of ``s/c`` over the box of the sum's and count's intervals at α/2 each (Bonferroni), so
+it covers the exact mean of the clamped data with probability at least 1 - α; VARIANCE and
+STDDEV use interval arithmetic over three intervals at α/3. An output combining k
+aggregates with ``+ - * /`` gets interval arithmetic over their intervals at α/k.
+Quantiles from the exponential mechanism have no value interval (only a rank error, shown by
+``accuracy``); their ``_low``/``_high`` are NULL.
+
+>>> iv_mul((Fraction(-1), Fraction(2)), (Fraction(3), Fraction(4)))
+(Fraction(-4, 1), Fraction(8, 1))
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from .expr import (
+    Agg,
+    And,
+    Arith,
+    Between,
+    Case,
+    Compare,
+    Expr,
+    InList,
+    IsNull,
+    KeyRef,
+    Lit,
+    Neg,
+    Not,
+    Or,
+)
+
+if TYPE_CHECKING:
+    from .compiler import Atom, BoundQuery
+
+__all__ = ["NoisyAnswer", "iv_mul"]
+
+Interval = tuple[Fraction, Fraction]
+
+
+def iv_add(a: Interval, b: Interval) -> Interval:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def iv_sub(a: Interval, b: Interval) -> Interval:
+    return (a[0] - b[1], a[1] - b[0])
+
+
+def iv_mul(a: Interval, b: Interval) -> Interval:
+    """Product of two intervals."""
+    c = [x * y for x in a for y in b]
+    return (min(c), max(c))
+
+
+def iv_div(a: Interval, b: Interval) -> Interval | None:
+    if b[0] <= 0 <= b[1]:
+        return None
+    return iv_mul(a, (1 / b[1], 1 / b[0]))
+
+
+def _clamp(x: Fraction, lo: Fraction, hi: Fraction) -> Fraction:
+    return min(max(x, lo), hi)
+
+
+def _frac(x: Any) -> Fraction:
+    return x if isinstance(x, Fraction) else Fraction(x)
+
+
+class NoisyAnswer:
+    """Noisy values per measurement and group, turned into output rows."""
+
+    def __init__(self, bound: BoundQuery, keys: list[tuple], values: list[list[Any]],
+                 alpha: float) -> None:
+        self.bound = bound
+        self.compiled = bound.compiled
+        self.keys = keys
+        self.values = values
+        self.alpha = alpha
+        self.key_index = {k.name: i for i, k in enumerate(self.compiled.plan.group_by)}
+        self.atom_index = {a.agg: a for a in self.compiled.atoms}
+        self._h: dict[tuple[int, float], Fraction] = {}
+
+    # -- one aggregate ----------------------------------------------------------------
+    def h(self, measure: int, alpha: float) -> Fraction:
+        key = (measure, alpha)
+        if key not in self._h:
+            self._h[key] = Fraction(self.bound.halfwidth(measure, alpha))
+        return self._h[key]
+
+    def atom_point(self, atom: Atom, g: int) -> Any:
+        v = [self.values[i][g] for i in atom.measures]
+        if atom.kind in ("count", "sum", "quantile"):
+            return v[0]
+        q = atom.quantized
+        assert q is not None
+        lo, hi = q.lq * q.scale, q.uq * q.scale
+        mid = (lo + hi) / 2
+        n = max(_frac(v[0]), Fraction(1))
+        if atom.kind == "avg":
+            return _clamp(mid + _frac(v[1]) / n, lo, hi)
+        half = (hi - lo) / 2
+        var = _frac(v[2]) / n - (_frac(v[1]) / n) ** 2
+        cap = half * half
+        if atom.sample:
+            n2 = max(n, Fraction(2))
+            var, cap = var * n2 / (n2 - 1), cap * n2 / (n2 - 1)
+        var = _clamp(var, Fraction(0), cap)
+        return _sqrt(var) if atom.sqrt else var
+
+    def atom_interval(self, atom: Atom, g: int, alpha: float) -> Interval | None:
+        if atom.kind == "quantile":
+            return None
+        v = [_frac(self.values[i][g]) for i in atom.measures]
+        a = alpha / len(atom.measures)
+        hs = [self.h(i, a) for i in atom.measures]
+        if atom.kind in ("count", "sum"):
+            return (v[0] - hs[0], v[0] + hs[0])
+        q = atom.quantized
+        assert q is not None
+        lo, hi = q.lq * q.scale, q.uq * q.scale
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        n_iv = (v[0] - hs[0], v[0] + hs[0])
+        s_iv = (v[1] - hs[1], v[1] + hs[1])
+        if n_iv[0] <= 0:
+            whole = (lo, hi) if atom.kind == "avg" else (Fraction(0), half * half)
+            if atom.kind == "var" and atom.sample:
+                whole = (Fraction(0), half * half * 2)
+            if atom.kind == "var" and atom.sqrt:
+                whole = (_sqrt(whole[0]), _sqrt(whole[1]))
+            return whole
+        ratio = iv_div(s_iv, n_iv)
+        assert ratio is not None
+        if atom.kind == "avg":
+            return (_clamp(mid + ratio[0], lo, hi), _clamp(mid + ratio[1], lo, hi))
+        sq_iv = (v[2] - hs[2], v[2] + hs[2])
+        first = iv_div(sq_iv, n_iv)
+        assert first is not None
+        r0, r1 = ratio
+        second = (Fraction(0) if r0 <= 0 <= r1 else min(r0 * r0, r1 * r1), max(r0 * r0, r1 * r1))
+        var_lo, var_hi = iv_sub(first, second)
+        var_lo, var_hi = max(var_lo, Fraction(0)), max(var_hi, Fraction(0))
+        cap = half * half
+        if atom.sample:
+            # n/(n-1) decreases in n: the low end uses the largest n, the high end the smallest
+            f_lo = n_iv[1] / (n_iv[1] - 1) if n_iv[1] > 1 else Fraction(2)
+            f_hi = n_iv[0] / (n_iv[0] - 1) if n_iv[0] > 1 else Fraction(2)
+            var_lo, var_hi, cap = var_lo * f_lo, var_hi * f_hi, cap * f_hi
+        var_lo, var_hi = min(var_lo, cap), min(var_hi, cap)
+        if atom.sqrt:
+            return (_sqrt(var_lo), _sqrt(var_hi))
+        return (var_lo, var_hi)
+
+    # -- expressions ------------------------------------------------------------------
+    def point(self, e: Expr, g: int) -> Any:
+        if isinstance(e, Agg):
+            return self.atom_point(self.atom_index[e], g)
+        if isinstance(e, KeyRef):
+            return self.keys[g][self.key_index[e.name]]
+        if isinstance(e, Lit):
+            return e.value
+        if isinstance(e, Neg):
+            v = self.point(e.expr, g)
+            return None if v is None else -v
+        if isinstance(e, Arith):
+            a, b = self.point(e.left, g), self.point(e.right, g)
+            if a is None or b is None:
+                return None
+            a, b = _num(a), _num(b)
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                return a * b
+            return None if b == 0 else a / b
+        if isinstance(e, Compare):
+            a, b = self.point(e.left, g), self.point(e.right, g)
+            if a is None or b is None:
+                return None
+            return _compare(e.op, a, b)
+        if isinstance(e, Between):
+            x, lo, hi = (self.point(p, g) for p in (e.expr, e.low, e.high))
+            if x is None or lo is None or hi is None:
+                return None
+            r = lo <= x <= hi
+            return not r if e.negated else r
+        if isinstance(e, InList):
+            x = self.point(e.expr, g)
+            if x is None:
+                return None
+            r = any(x == v.value for v in e.values)
+            return not r if e.negated else r
+        if isinstance(e, IsNull):
+            r = self.point(e.expr, g) is None
+            return not r if e.negated else r
+        if isinstance(e, And):
+            vals = [self.point(t, g) for t in e.terms]
+            if any(v is False for v in vals):
+                return False
+            return None if any(v is None for v in vals) else True
+        if isinstance(e, Or):
+            vals = [self.point(t, g) for t in e.terms]
+            if any(v is True for v in vals):
+                return True
+            return None if any(v is None for v in vals) else False
+        if isinstance(e, Not):
+            v = self.point(e.expr, g)
+            return None if v is None else not v
+        if isinstance(e, Case):
+            for c, v in e.whens:
+                if self.point(c, g) is True:
+                    return self.point(v, g)
+            return self.point(e.default, g) if e.default is not None else None
+        raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
+
+    def interval(self, e: Expr, g: int, alpha: float) -> Interval | None:
+        aggs = e.aggregates()
+        if not aggs:
+            return None
+        if isinstance(e, Agg):
+            return self.atom_interval(self.atom_index[e], g, alpha)
+        a = alpha / len(aggs)
+        ivs = {agg: self.atom_interval(self.atom_index[agg], g, a) for agg in aggs}
+        return self._iv(e, g, ivs)
+
+    def _iv(self, e: Expr, g: int, ivs: dict) -> Interval | None:
+        if isinstance(e, Agg):
+            return ivs[e]
+        if isinstance(e, Lit | KeyRef):
+            v = self.point(e, g)
+            if isinstance(v, bool) or not isinstance(v, int | float | Fraction):
+                return None
+            f = _num(v)
+            return (f, f)
+        if isinstance(e, Neg):
+            x = self._iv(e.expr, g, ivs)
+            return None if x is None else (-x[1], -x[0])
+        if isinstance(e, Arith):
+            a, b = self._iv(e.left, g, ivs), self._iv(e.right, g, ivs)
+            if a is None or b is None:
+                return None
+            return {"+": iv_add, "-": iv_sub, "*": iv_mul, "/": iv_div}[e.op](a, b)
+        return None
+
+    # -- the table --------------------------------------------------------------------
+    def rows(self) -> tuple[list[str], list[list[Any]], list[bool]]:
+        """Column names, rows, and which outputs are noisy (they get ``_low``/``_high``)."""
+        plan = self.compiled.plan
+        outputs = plan.outputs
+        noisy = [bool(o.expr.aggregates()) for o in outputs]
+        groups = range(len(self.keys))
+        if plan.having is not None:
+            groups = [g for g in groups if self.point(plan.having, g) is True]
+        groups = list(groups)
+        for k in reversed(plan.order_by):
+            groups.sort(key=lambda g, e=k.expr: _order_key(self.point(e, g)),
+                        reverse=k.descending)
+            # NULLs last whatever the direction
+            nulls = [g for g in groups if self.point(k.expr, g) is None]
+            groups = [g for g in groups if self.point(k.expr, g) is not None] + nulls
+        names: list[str] = []
+        for o, n in zip(outputs, noisy, strict=True):
+            names.append(o.name)
+            if n:
+                names += [f"{o.name}_low", f"{o.name}_high"]
+        cells = [self._column(o.expr, n, groups) for o, n in zip(outputs, noisy, strict=True)]
+        table = [[v for col in cells for v in col[j]] for j in range(len(groups))]
+        return names, table, noisy
+
+    def _column(self, e: Expr, noisy: bool, groups: list[int]) -> list[list[Any]]:
+        """The cells ``[value]`` or ``[value, low, high]`` of one output, for every group."""
+        if isinstance(e, KeyRef):
+            i = self.key_index[e.name]
+            return [[self.keys[g][i]] for g in groups]
+        if isinstance(e, Agg):
+            atom = self.atom_index[e]
+            if atom.kind in ("count", "sum"):  # the common case, without per-cell overhead
+                (m,) = atom.measures
+                h = float(self.h(m, self.alpha))
+                vals = self.values[m]
+                return [[_out(vals[g]), float(vals[g]) - h, float(vals[g]) + h] for g in groups]
+        out = []
+        for g in groups:
+            cell = [_out(self.point(e, g))]
+            if noisy:
+                iv = self.interval(e, g, self.alpha)
+                cell += [None, None] if iv is None else [float(iv[0]), float(iv[1])]
+            out.append(cell)
+        return out
+
+
+def _num(v: Any) -> Any:
+    if isinstance(v, float):
+        return Fraction(v) if math.isfinite(v) else v
+    return v
+
+
+def _out(v: Any) -> Any:
+    return float(v) if isinstance(v, Fraction) else v
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    if op == "=":
+        return a == b
+    if op == "<>":
+        return a != b
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    return a >= b
+
+
+def _order_key(v: Any) -> Any:
+    return (0, v) if v is not None else (1, 0)
+
+
+def _sqrt(x: Fraction) -> Fraction:
+    return Fraction(math.sqrt(float(x))) if x > 0 else Fraction(0)

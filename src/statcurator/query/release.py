@@ -1,0 +1,277 @@
+"""A release: the noisy answer of one DP query, with its intervals, mechanisms and cost.
+
+``Release.table`` is an Arrow table with, for each noisy output column ``a``, the value ``a``
+and its (1 - α) confidence interval ``a_low``, ``a_high``; group keys and constants have no
+interval. ``cost`` is the privacy loss charged, ``mechanisms`` says per output column which
+mechanism produced it, with what scale and what share of ε, and ``provenance`` records what
+was asked, of what, by whom and when. A release renders as text and in Jupyter, and
+round-trips through JSON (the ledger stores that JSON so that a replayed request returns the
+very same answer).
+
+>>> r = Release.from_dict({"columns": ["n", "n_low", "n_high"], "types": ["int64", "double",
+...     "double"], "rows": [[12, 6.0, 18.0]], "cost": {"epsilon": "1/2"}, "alpha": 0.05,
+...     "mechanisms": {"n": [{"measure": "n", "mechanism": "laplace", "epsilon": "1/2",
+...                           "sensitivity": "1", "scale": "2"}]}, "provenance": {}})
+>>> r.rows()
+[{'n': 12, 'n_low': 6.0, 'n_high': 18.0}]
+>>> r.epsilon_spent
+Fraction(1, 2)
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+
+if TYPE_CHECKING:
+    from .compiler import BoundQuery
+    from .postprocess import NoisyAnswer
+
+__all__ = ["Release", "loss_to_dict", "loss_from_dict"]
+
+
+def loss_to_dict(loss: PrivacyLoss) -> dict[str, str]:
+    """A loss as exact strings: ``{"epsilon": "1/2"}``, plus ``delta`` or ``rho``."""
+    if isinstance(loss, PureDP):
+        return {"epsilon": str(loss.epsilon)}
+    if isinstance(loss, ApproxDP):
+        return {"epsilon": str(loss.epsilon), "delta": str(loss.delta)}
+    if isinstance(loss, ZCDP):
+        return {"rho": str(loss.rho)}
+    raise TypeError(f"unknown loss {loss!r}")  # pragma: no cover
+
+
+def loss_from_dict(d: dict[str, str]) -> PrivacyLoss:
+    if "rho" in d:
+        return ZCDP(Fraction(d["rho"]))
+    if "delta" in d and Fraction(d["delta"]) != 0:
+        return ApproxDP(Fraction(d["epsilon"]), Fraction(d["delta"]))
+    return PureDP(Fraction(d["epsilon"]))
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Fraction):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+@dataclass
+class Release:
+    """The noisy answer of one query (see the module docs)."""
+
+    columns: list[str]
+    types: list[str]
+    data: list[list[Any]]
+    cost: PrivacyLoss
+    mechanisms: dict[str, list[dict[str, Any]]]
+    provenance: dict[str, Any] = field(default_factory=dict)
+    alpha: float = 0.05
+    replayed: bool = False
+    _table: Any = field(default=None, repr=False, compare=False)
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def build(cls, bound: BoundQuery, noisy: NoisyAnswer,
+              provenance: dict[str, Any] | None = None) -> Release:
+        """Assemble the release from the noisy answer (post-processing only)."""
+        names, rows, noisy_flags = noisy.rows()
+        types = _types(names, rows)
+        cq = bound.compiled
+        by_agg = {a.agg: a for a in cq.atoms}
+        mechanisms: dict[str, list[dict[str, Any]]] = {}
+        for o, is_noisy in zip(cq.plan.outputs, noisy_flags, strict=True):
+            if not is_noisy:
+                continue
+            infos = []
+            for agg in o.expr.aggregates():
+                atom = by_agg[agg]
+                for i in atom.measures:
+                    infos.append(bound.infos[i].as_dict())
+            mechanisms[o.name] = infos
+        if cq.selection is not None:
+            info = bound.infos[cq.selection].as_dict()
+            info["threshold"] = getattr(bound.mechanisms[cq.selection], "threshold", None)
+            mechanisms["(groups)"] = [info]
+        return cls(names, types, rows, bound.cost, mechanisms, dict(provenance or {}),
+                   noisy.alpha)
+
+    # -- views ------------------------------------------------------------------------
+    @property
+    def table(self) -> Any:
+        """The answer as a ``pyarrow.Table``."""
+        if self._table is None:
+            import pyarrow as pa
+
+            arrays = []
+            for j, t in enumerate(self.types):
+                values = [r[j] for r in self.data]
+                if t == "string":
+                    values = [None if v is None else str(v) for v in values]
+                arrays.append(pa.array(values, type=_arrow_type(t)))
+            self._table = pa.Table.from_arrays(arrays, names=self.columns) if self.columns \
+                else pa.table({})
+        return self._table
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def to_polars(self) -> Any:
+        import polars as pl
+
+        return pl.from_arrow(self.table)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The answer as a list of dicts (one per output row)."""
+        return [dict(zip(self.columns, r, strict=True)) for r in self.data]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, column: str) -> list[Any]:
+        j = self.columns.index(column)
+        return [r[j] for r in self.data]
+
+    @property
+    def epsilon_spent(self) -> Fraction:
+        return getattr(self.cost, "epsilon", Fraction(0))
+
+    @property
+    def delta_spent(self) -> Fraction:
+        return getattr(self.cost, "delta", Fraction(0))
+
+    # -- serialization ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": self.columns, "types": self.types, "rows": self.data,
+                "cost": loss_to_dict(self.cost), "alpha": self.alpha,
+                "mechanisms": _jsonable(self.mechanisms),
+                "provenance": _jsonable(self.provenance)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, replayed: bool = False) -> Release:
+        return cls(list(d["columns"]), list(d["types"]), [list(r) for r in d["rows"]],
+                   loss_from_dict(d["cost"]), d.get("mechanisms", {}), d.get("provenance", {}),
+                   float(d.get("alpha", 0.05)), replayed)
+
+    @classmethod
+    def from_json(cls, text: str, *, replayed: bool = False) -> Release:
+        return cls.from_dict(json.loads(text), replayed=replayed)
+
+    # -- rendering --------------------------------------------------------------------
+    def _header(self) -> str:
+        conf = f"{(1 - self.alpha) * 100:g}%"
+        return (f"DP release: {len(self.data)} row(s), cost {self.cost}; intervals at {conf}"
+                + (" (replayed: no new cost)" if self.replayed else ""))
+
+    def _display(self) -> tuple[list[str], list[list[str]]]:
+        heads, cells = [], []
+        shown = [c for c in self.columns
+                 if not (c.endswith("_low") and c[:-4] + "_high" in self.columns
+                         and c[:-4] in self.columns)
+                 and not (c.endswith("_high") and c[:-5] in self.columns
+                          and c[:-5] + "_low" in self.columns)]
+        for c in shown:
+            heads.append(c)
+            if c + "_low" in self.columns:
+                heads.append(f"{c} interval")
+        for r in self.rows():
+            row = []
+            for c in shown:
+                row.append(_fmt(r[c]))
+                if c + "_low" in self.columns:
+                    lo, hi = r[c + "_low"], r[c + "_high"]
+                    row.append("" if lo is None else f"[{_fmt(lo)}, {_fmt(hi)}]")
+            cells.append(row)
+        return heads, cells
+
+    def mechanism_lines(self) -> list[str]:
+        out = []
+        for col, infos in self.mechanisms.items():
+            for info in infos:
+                scale = info.get("scale")
+                scale_s = f", scale {_fmt(_num(scale))}" if scale is not None else ""
+                label = info.get("measure", col)
+                label = label if label.startswith(col) else f"{col}: {label}"
+                out.append(f"{label} — {info['mechanism']}, "
+                           f"ε={_fmt(_num(info['epsilon']))}{scale_s}")
+        return out
+
+    def __str__(self) -> str:
+        heads, cells = self._display()
+        widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
+        lines = [self._header(),
+                 "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)),
+                 "  ".join("-" * w for w in widths)]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+        lines += ["mechanisms:"] + ["  " + m for m in self.mechanism_lines()]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Release {len(self.data)} rows, columns={self.columns}, cost {self.cost}>"
+
+    def _repr_html_(self) -> str:
+        heads, cells = self._display()
+        e = html.escape
+        head = "".join(f"<th>{e(h)}</th>" for h in heads)
+        body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in cells)
+        mech = "".join(f"<li>{e(m)}</li>" for m in self.mechanism_lines())
+        return (f"<div><p><b>{e(self._header())}</b></p><table><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table><ul>{mech}</ul></div>")
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, str):
+        try:
+            return Fraction(x)
+        except ValueError:
+            return x
+    return x
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, Fraction):
+        v = float(v)
+    if isinstance(v, float):
+        return f"{v:.6g}" if abs(v) < 1e15 else f"{v:.6e}"
+    return str(v)
+
+
+def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
+    out = []
+    for j, name in enumerate(names):
+        vals = [r[j] for r in rows if r[j] is not None]
+        if name.endswith(("_low", "_high")) and all(isinstance(v, float) for v in vals):
+            out.append("double")
+        elif vals and all(isinstance(v, bool) for v in vals):
+            out.append("bool")
+        elif vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            out.append("int64")
+        elif vals and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+            out.append("double")
+        elif vals and all(isinstance(v, str) for v in vals):
+            out.append("string")
+        elif not vals:
+            out.append("double")
+        else:
+            out.append("string")
+    return out
+
+
+def _arrow_type(t: str) -> Any:
+    import pyarrow as pa
+
+    return {"int64": pa.int64(), "double": pa.float64(), "string": pa.string(),
+            "bool": pa.bool_()}[t]

@@ -1,0 +1,117 @@
+"""The rewrite rules that make a plan's sensitivity bounded, decided from metadata alone.
+
+1. :func:`clamp_to_grid` — every numeric aggregate argument is clamped to its public bounds
+   and rounded onto the public grid 2^-k (NULL and NaN contribute nothing, ±∞ clamp), so an
+   engine sums integers exactly and one row moves a sum by a known amount.
+2. :func:`contribution_bounding` — with a person id, at most ``max_rows`` rows and
+   ``max_groups`` groups per person reach the aggregation (chosen at random by salted
+   hashes in the engine), so one person moves the aggregates by a known amount.
+3. :func:`public_key_sets` — group keys with a public set of values restrict the rows to
+   those values, and the answer lists every one of them; the others are left to DP
+   partition selection.
+
+The compiler (:mod:`.compiler`) applies them and derives the sensitivities
+(:mod:`.sensitivity`).
+
+>>> from statcurator.query.analysis import Bounds
+>>> from statcurator.query.expr import Col
+>>> from fractions import Fraction
+>>> q = clamp_to_grid(Col("income"), Bounds(Fraction(0), Fraction(200000), False), "real")
+>>> q.bits, q.lq, q.uq * q.scale
+(12, 0, Fraction(200000, 1))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from ..core.errors import UnsupportedQueryError
+from .analysis import Analyzer, Bounds
+from .catalog import TableInfo
+from .expr import Arith, Col, Expr, Neg, walk
+from .plan import GroupKey
+from .relational import Bounding, Quantized
+
+__all__ = ["GRID_SPAN_BITS", "clamp_to_grid", "contribution_bounding", "public_key_sets"]
+
+#: A quantized input spans at most 2**GRID_SPAN_BITS grid steps: squares of centred values
+#: then fit in 64 bits and sums of 10^9 rows stay exact in 128.
+GRID_SPAN_BITS = 30
+
+
+def clamp_to_grid(e: Expr, b: Bounds, kind: str) -> Quantized:
+    """Clamp ``e`` to its public bounds on the finest grid 2^-k with ``max|bound|·2^k <= 2^30``.
+
+    Integer-valued inputs keep k <= 0 (no rounding at all for bounds below 2^30). The
+    quantized range ``[lq, uq]·2^-k`` lies inside the declared bounds, so the sensitivity
+    computed from the declared bounds stays valid.
+
+    >>> from statcurator.query.expr import Col
+    >>> clamp_to_grid(Col("x"), Bounds(Fraction(0), Fraction(200000), True), "integer")
+    Quantized(expr=Col(name='x', table=None), bits=0, lq=0, uq=200000, integral=True, real=False)
+    >>> clamp_to_grid(Col("x"), Bounds(Fraction(-1), Fraction(1), False), "real").bits
+    30
+    """
+    m = max(abs(b.low), abs(b.high))
+    if m == 0:
+        bits = 0
+    else:
+        bits = GRID_SPAN_BITS - (m.numerator.bit_length() - m.denominator.bit_length())
+        while m * Fraction(2) ** bits > 2**GRID_SPAN_BITS:
+            bits -= 1
+        while m * Fraction(2) ** (bits + 1) <= 2**GRID_SPAN_BITS:
+            bits += 1
+    if b.integral:
+        bits = min(bits, 0)
+    step = Fraction(2) ** bits
+    lq = math.ceil(b.low * step)
+    uq = math.floor(b.high * step)
+    if lq > uq:  # pragma: no cover - impossible with GRID_SPAN_BITS steps of resolution
+        raise UnsupportedQueryError(f"the bounds [{b.low}, {b.high}] are too narrow",
+                                    remedy="declare wider bounds")
+    plain = not any(isinstance(n, Arith | Neg) for n in walk(e))
+    integral = kind == "integer" and bits == 0 and plain
+    return Quantized(e, bits, lq, uq, integral, kind == "real" or not plain)
+
+
+def contribution_bounding(private: TableInfo, alias: str, grouped: bool,
+                          stability: int) -> tuple[Bounding | None, int, int]:
+    """The bounding step for the table's privacy unit, and the resulting (rows, groups)
+    one unit can contribute: ``(max_rows, min(max_groups, max_rows))`` with a person id
+    (bounding runs after the joins, so it absorbs their duplication), ``(stability,
+    stability)`` with one row per person.
+
+    >>> from statcurator.core.schema import Column, PrivacyUnit, TableMeta
+    >>> meta = TableMeta("t", (Column("pid"),), privacy_unit=PrivacyUnit("pid", 5, 2))
+    >>> b, r, g = contribution_bounding(TableInfo.from_meta(meta), "t", True, 1)
+    >>> (b.max_rows, b.max_groups, r, g)
+    (5, 2, 5, 2)
+    """
+    unit = private.meta.privacy_unit
+    if unit.is_row:
+        return None, stability, stability
+    if not private.has(unit.column):  # type: ignore[arg-type]
+        raise UnsupportedQueryError(
+            f"the privacy unit column {unit.column!r} is missing from the data",
+            remedy="fix privacy_unit in the metadata")
+    r = unit.max_rows
+    g = min(unit.max_groups or r, r)
+    bounding = Bounding(Col(unit.column, alias), unit.max_rows,  # type: ignore[arg-type]
+                        unit.max_groups if grouped else None)
+    return bounding, r, g
+
+
+def public_key_sets(analyzer: Analyzer, keys: Sequence[GroupKey],
+                    max_keys: int) -> list[tuple[Any, ...] | None]:
+    """Each key's public set of values (None: not public), refusing absurdly many groups."""
+    sets = [analyzer.key_set(k.expr) for k in keys]
+    if sets and all(s is not None for s in sets):
+        size = math.prod(len(s) for s in sets)  # type: ignore[arg-type]
+        if size > max_keys:
+            raise UnsupportedQueryError(
+                f"the public key sets make {size} groups",
+                remedy=f"group by fewer or coarser keys (at most {max_keys} groups)")
+    return sets
