@@ -426,26 +426,30 @@ class Query:
         from .query.release import Release
 
         cur = self.curator
-        cq = self.compile()
-        table = cq.table
-        if not cur._data.get(table, False):
-            raise DataError(f"table {table!r} was registered without data (dry runs only)",
-                            remedy="register it with its data to release answers")
-        a = cur.alpha if alpha is None else float(alpha)
-        if not 0 < a < 1:
-            raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}",
-                                        remedy="alpha=0.05 gives 95% intervals")
-        bound = cq.bind(epsilon, delta, weights=weights)
-        cost = bound.cost
-        rid = request_id if request_id is not None else uuid.uuid4().hex
-        cur._ensure_budget(analyst, table)
-        mechanism = "; ".join(f"{i.label}: {i.mechanism} ε={i.epsilon}" for i in bound.infos)
-        charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
-                                   query=self.query_text, mechanism=mechanism)
-        if charge.replayed:
-            return Release.from_json(cur.ledger.replay(rid), replayed=True)
-        salt = rng.random_bytes(16).hex()
-        exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
+        # Nothing may be registered between the compilation (sensitivities, join stabilities,
+        # key sets, all read from the catalog) and the engine run: the engine would then
+        # run a relation other than the one whose sensitivity calibrated the noise.
+        with cur._lock:
+            cq = self.compile()
+            table = cq.table
+            if not cur._data.get(table, False):
+                raise DataError(f"table {table!r} was registered without data (dry runs only)",
+                                remedy="register it with its data to release answers")
+            a = cur.alpha if alpha is None else float(alpha)
+            if not 0 < a < 1:
+                raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}",
+                                            remedy="alpha=0.05 gives 95% intervals")
+            bound = cq.bind(epsilon, delta, weights=weights)
+            cost = bound.cost
+            rid = request_id if request_id is not None else uuid.uuid4().hex
+            cur._ensure_budget(analyst, table)
+            mechanism = "; ".join(f"{i.label}: {i.mechanism} ε={i.epsilon}" for i in bound.infos)
+            charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
+                                       query=self.query_text, mechanism=mechanism)
+            if charge.replayed:
+                return Release.from_json(cur.ledger.replay(rid), replayed=True)
+            salt = rng.random_bytes(16).hex()
+            exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
         noisy = bound.noise(exact_result, a)
         from . import __version__
 

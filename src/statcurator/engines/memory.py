@@ -24,8 +24,10 @@ Spark order floats), arithmetic in IEEE double precision.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
+from decimal import Decimal
 from typing import Any
 
 from ..core.errors import EngineError
@@ -93,19 +95,22 @@ class MemoryEngine:
         if isinstance(rel, Join):
             left = self.relation(rel.left)
             right = self.relation(rel.right)
+            lkeys = [tuple(evaluate(a, row) for a, _ in rel.on) for row in left]
+            rkeys = [tuple(evaluate(b, r) for _, b in rel.on) for r in right]
+            # SQL compares a number with a double as doubles (2^53 + 1 = 2^53)
+            doubles = [any(isinstance(k[i], float) for k in lkeys + rkeys)
+                       for i in range(len(rel.on))]
             index: dict[tuple, list[Row]] = defaultdict(list)
-            for r in right:
-                key = tuple(evaluate(b, r) for _, b in rel.on)
+            for r, key in zip(right, rkeys, strict=True):
                 if any(v is None for v in key):
                     continue
-                index[tuple(_join_key(v) for v in key)].append(r)
+                index[_join_key(key, doubles)].append(r)
             out: list[Row] = []
             right_cols = [(rel.right.alias, c) for c in self._table(rel.right.table)[0]] \
                 if self._table(rel.right.table) else []
-            for row in left:
-                key = tuple(evaluate(a, row) for a, _ in rel.on)
+            for row, key in zip(left, lkeys, strict=True):
                 matches = [] if any(v is None for v in key) else \
-                    index.get(tuple(_join_key(v) for v in key), [])
+                    index.get(_join_key(key, doubles), [])
                 for m in matches:
                     out.append({**row, **m})
                 if not matches and rel.kind == "left":
@@ -120,10 +125,10 @@ class MemoryEngine:
         nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
         prepared = []
         for row in self.relation(plan.relation):
-            key = tuple(evaluate(k.expr, row) for k in plan.keys)
+            key = tuple(_canon(evaluate(k.expr, row)) for k in plan.keys)
             if not _in_key_sets(key, plan.key_values):
                 continue
-            unit = evaluate(plan.bounding.unit, row) if plan.bounding else None
+            unit = _canon(evaluate(plan.bounding.unit, row)) if plan.bounding else None
             qs = tuple(q.quantize(evaluate(q.expr, row)) for q in inputs)
             nn = tuple(0 if evaluate(e, row) is None else 1 for e in nonnull)  # type: ignore[arg-type]
             prepared.append((key, unit, qs, nn))
@@ -173,8 +178,26 @@ class MemoryEngine:
                            tuple({k: dict(v) for k, v in h.items()} for h in hists))
 
 
-def _join_key(v: Any) -> Any:
-    return v
+#: the one NaN object every NaN key and unit becomes: Python compares NaN != NaN, but SQL
+#: groups (and partitions) NaNs together, so every NaN id is one person, bounded as one
+_NAN = float("nan")
+
+
+def _canon(v: Any) -> Any:
+    return _NAN if isinstance(v, float) and math.isnan(v) else v
+
+
+def _join_key(key: tuple, doubles: list[bool]) -> tuple:
+    """A join key under SQL equality: numbers compared with doubles become doubles, -0.0 is
+    0.0 and NaN equals NaN (as in DuckDB and Spark)."""
+    out = []
+    for v, dbl in zip(key, doubles, strict=True):
+        if dbl and not isinstance(v, bool | str) and isinstance(v, int | float | Decimal):
+            v = float(v) + 0.0
+        if isinstance(v, float) and math.isnan(v):
+            v = ("nan",)
+        out.append(v)
+    return tuple(out)
 
 
 def _in_key_sets(key: tuple, key_values: tuple) -> bool:
@@ -223,12 +246,23 @@ def _bound(prepared: list, plan: EnginePlan, salt: str) -> list:
 # -- expression semantics ------------------------------------------------------------------
 
 def _cmp(a: Any, b: Any) -> int:
-    """Three-way comparison with NaN equal to itself and greater than every other number."""
+    """Three-way comparison with NaN equal to itself and greater than every other number.
+
+    A number compared with a double is compared as a double, as SQL engines do (so the
+    BIGINT 2^63 - 1 equals the DOUBLE 2^63); Python alone would compare them exactly.
+    """
+    if isinstance(a, float) != isinstance(b, float) and _number(a) and _number(b):
+        with contextlib.suppress(OverflowError):  # beyond the double range: exactly
+            a, b = float(a), float(b)
     fa = isinstance(a, float) and math.isnan(a)
     fb = isinstance(b, float) and math.isnan(b)
     if fa or fb:
         return 0 if fa and fb else (1 if fa else -1)
     return (a > b) - (a < b)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float | Decimal) and not isinstance(v, bool)
 
 
 _OPS = {"=": lambda c: c == 0, "<>": lambda c: c != 0, "<": lambda c: c < 0,
@@ -299,7 +333,7 @@ def evaluate(e: Expr, row: Row) -> Any:
             return a - b
         if e.op == "*":
             return a * b
-        return a / b
+        return None if b == 0 else a / b  # as NULLIF(b, 0) in the SQL engines
     if isinstance(e, Neg):
         v = evaluate(e.expr, row)
         return None if v is None else -_double(v)

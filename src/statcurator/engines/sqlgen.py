@@ -106,7 +106,10 @@ def expr_sql(e: Expr) -> str:
         tail = f" ELSE {expr_sql(e.default)}" if e.default is not None else ""
         return f"(CASE {body}{tail} END)"
     if isinstance(e, Arith):
-        return f"(CAST({expr_sql(e.left)} AS DOUBLE) {e.op} CAST({expr_sql(e.right)} AS DOUBLE))"
+        right = f"CAST({expr_sql(e.right)} AS DOUBLE)"
+        if e.op == "/":  # x / 0 is NULL everywhere: DuckDB gives ±inf, Spark (ANSI) an error
+            right = f"NULLIF({right}, CAST('0.0' AS DOUBLE))"
+        return f"(CAST({expr_sql(e.left)} AS DOUBLE) {e.op} {right})"
     if isinstance(e, Neg):
         return f"(-CAST({expr_sql(e.expr)} AS DOUBLE))"
     if isinstance(e, Bin):

@@ -35,7 +35,8 @@ from ..core.numbers import (
 
 __all__ = ["Mechanism", "to_grid_units", "grid_sensitivity", "dyadic_exponent",
            "array_to_grid_units", "from_grid_units", "dlap_tail", "dlap_halfwidth",
-           "dgauss_tail", "dgauss_halfwidth", "check_distance", "as_alpha"]
+           "dgauss_tail", "dgauss_halfwidth", "check_distance", "as_alpha",
+           "smallest_integer"]
 
 #: inputs further than this from 0 (in grid units) are refused: noise must fit in int64
 MAX_GRID_UNITS = 2**62
@@ -189,14 +190,45 @@ def dlap_halfwidth(scale: Fraction, alpha: Fraction) -> int:
     >>> dlap_halfwidth(Fraction(10), Fraction(1, 20))   # continuous Laplace: 10·ln 20 = 29.96
     30
     """
-    a = math.exp(-1 / float(scale))
-    guess = float(scale) * math.log(2 / (float(alpha) * (1 + a))) - 1
+    try:  # a float guess only; the answer is decided by the exact tail
+        a = math.exp(-1 / float(scale))
+        guess = float(scale) * math.log(2 / (float(alpha) * (1 + a))) - 1
+    except (ArithmeticError, ValueError):
+        guess = 0.0
     h = max(0, math.ceil(guess) if math.isfinite(guess) else 0)
-    while dlap_tail(scale, h) > alpha:
-        h += 1 + h // 10**6
-    while h > 0 and dlap_tail(scale, h - 1) <= alpha:
-        h -= 1
-    return h
+    return smallest_integer(lambda k: dlap_tail(scale, k) <= alpha, h, 0)
+
+
+def smallest_integer(ok: Any, guess: int, low: int) -> int:
+    """The smallest integer k >= ``low`` with ``ok(k)``, for a predicate that is False then
+    True as k grows, starting from a (float) ``guess``.
+
+    The guess comes from float arithmetic and can be off by far more than one unit when the
+    answer is large (its relative error times the answer), so the answer is bracketed by
+    galloping away from the guess and then found by bisection: O(log error) exact tests, not
+    O(error).
+
+    >>> smallest_integer(lambda k: k * k >= 10**12, 5, 0)
+    1000000
+    """
+    k = max(int(guess), low)
+    if ok(k):
+        good, step = k, 1
+        while good - step >= low and ok(good - step):
+            good, step = good - step, 2 * step
+        bad = max(good - step, low - 1)  # low - 1 stands for "nothing below low"
+    else:
+        bad, step = k, 1
+        while not ok(bad + step):
+            bad, step = bad + step, 2 * step
+        good = bad + step
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        if ok(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
 
 
 def _dgauss_pmf_table(sigma2: float) -> tuple[np.ndarray, float]:

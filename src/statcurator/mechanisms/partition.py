@@ -34,7 +34,7 @@ from ..core.errors import DataError, InvalidParameterError
 from ..core.measures import ApproxDP
 from ..core.numbers import exact, exact_probability, exp_bounds
 from . import samplers
-from ._base import Mechanism, as_alpha, dlap_halfwidth
+from ._base import Mechanism, as_alpha, dlap_halfwidth, smallest_integer
 
 __all__ = ["PartitionSelection"]
 
@@ -138,11 +138,10 @@ def _threshold(epsilon: Fraction, m: int, target: Fraction) -> int:
     def ok(k: int) -> bool:  # upper bound of m·a^k/(1+a) <= target
         return m * exp_bounds(-k / scale, 64)[1] / (1 + a_lo) <= target
 
-    a = math.exp(-1 / float(scale))
-    guess = float(scale) * math.log(m / (float(target) * (1 + a)))
-    k = max(1, math.ceil(guess))
-    while not ok(k):
-        k += 1
-    while k > 1 and ok(k - 1):
-        k -= 1
-    return k + 1
+    try:  # a float guess only; the threshold is decided by the exact test ``ok``
+        a = math.exp(-1 / float(scale))
+        guess = float(scale) * math.log(m / (float(target) * (1 + a)))
+    except (ArithmeticError, ValueError):  # e.g. a target below the float range
+        guess = 1.0
+    k = max(1, math.ceil(guess) if math.isfinite(guess) else 1)
+    return smallest_integer(ok, k, 1) + 1

@@ -136,17 +136,44 @@ class TableInfo:
                 self._cache[key] = (Fraction(lo), Fraction(hi))
         return self._cache[key]
 
-    def max_multiplicity(self, columns: tuple[str, ...]) -> int:
+    def max_multiplicity(self, columns: tuple[str, ...],
+                         as_double: tuple[bool, ...] | None = None) -> int:
         """How many rows of this public table share the most frequent value of ``columns``:
-        the stability of a join on them (each outside row meets at most this many rows)."""
+        the stability of a join on them (each outside row meets at most this many rows).
+
+        Values are grouped by the equality the SQL engines join with, not by their bits:
+        floating-point and decimal keys, and every key compared with a real column
+        (``as_double``), are compared as doubles, where ``-0.0`` equals ``0.0`` and distinct
+        integers beyond 2^53 can be equal. Grouping by bits would under-count the rows one
+        private row meets, and so the sensitivity.
+
+        >>> import pyarrow as pa
+        >>> from statcurator.core.schema import TableMeta
+        >>> t = pa.table({"k": [0.0, -0.0], "n": [2**53, 2**53 + 1]})
+        >>> info = TableInfo.from_schema("p", TableMeta("p", ()), t.schema, public=True, data=t)
+        >>> info.max_multiplicity(("k",)), info.max_multiplicity(("n",), (True,))
+        (2, 2)
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         self._require_public("the key multiplicity")
-        key = ("mult", columns)
+        doubles = tuple(as_double) if as_double is not None else (False,) * len(columns)
+        key = ("mult", columns, doubles)
         if key not in self._cache:
-            t = self.data.select(list(columns))
+            arrays = []
+            for name, dbl in zip(columns, doubles, strict=True):
+                col = self.data.column(name)
+                if dbl or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type):
+                    # x + 0.0 turns -0.0 into 0.0; NaNs group together, as NaN = NaN in SQL
+                    col = pc.add(pc.cast(col, pa.float64(), safe=False), 0.0)
+                arrays.append(col)
+            names = [f"k{i}" for i in range(len(arrays))]
+            t = pa.table(arrays, names=names)
             if t.num_rows == 0:
                 self._cache[key] = 0
             else:
-                counts = t.group_by(list(columns)).aggregate([([], "count_all")])
+                counts = t.group_by(names).aggregate([([], "count_all")])
                 self._cache[key] = int(max(counts.column("count_all").to_pylist()))
         return self._cache[key]
 

@@ -224,7 +224,10 @@ class _Compiler:
             if rel.kind == "left":
                 self.analyzer.left_joined = (*getattr(self.analyzer, "left_joined", ()),
                                              rel.right.alias)
-            mult = info.max_multiplicity(tuple(b.name for _, b in rel.on))  # type: ignore[union-attr]
+            # compared as doubles where either side is real, as the engines compare them
+            doubles = tuple("real" in (self.analyzer.kind(a), self.analyzer.kind(b))
+                            for a, b in rel.on)
+            mult = info.max_multiplicity(tuple(b.name for _, b in rel.on), doubles)  # type: ignore[union-attr]
             c = max(mult, 1)
             if c > 1:
                 self.notes.append(f"join with {rel.right.table!r}: a key repeats up to {c} times "
@@ -482,13 +485,21 @@ class BoundQuery:
                 info = MeasureInfo(m.label, m.role, "exponential", eps, Fraction(0),
                                    m.sensitivity / (2 * m.p.denominator), None, None, obj)  # type: ignore[union-attr]
             else:
-                grid = None if m.integral else _release_grid(m.sensitivity / eps)
+                if m.integral:
+                    # integers; when they are multiples of a coarse quantization grid 2^k
+                    # (bounds beyond 2^30), that grid is the release grid, so the mechanism
+                    # works on the engine's own small integers (sums of |q| <= 2^30) and a
+                    # huge total never overflows its arithmetic
+                    grid = m.value_scale if m.value_scale > 1 else None
+                else:
+                    grid = _release_grid(m.sensitivity / eps)
                 if compiled.plan.group_by:
                     # one vector release over all groups, calibrated to its L1 sensitivity;
                     # off-grid inputs are rounded, which moves at most one step per changed group
                     obj = mech.VectorLaplaceMechanism(
                         sensitivity=m.sensitivity, epsilon=eps, grid=grid,
-                        max_changed=None if grid is None else compiled.neighbourhood.partitions())
+                        max_changed=None if grid is None or m.integral
+                        else compiled.neighbourhood.partitions())
                 else:
                     obj = mech.LaplaceMechanism(sensitivity=m.sensitivity, epsilon=eps, grid=grid)
                 info = MeasureInfo(m.label, m.role, "laplace" if grid is None else
@@ -669,6 +680,14 @@ def _release_grid(scale: Fraction) -> Fraction:
     return Fraction(2) ** e
 
 
+#: Exact aggregates are clamped to +-2^61 grid units of their mechanism before the noise is
+#: added. The clamp is a public, data-independent 1-Lipschitz map of the aggregate (it never
+#: raises the sensitivity), and it keeps every input inside the range the mechanisms'
+#: vectorized int64 arithmetic accepts: an error raised only for some data would release a
+#: bit of the data with no noise at all.
+_MAX_UNITS = 2**61
+
+
 def _laplace(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[list[Any]]:
     """``n`` draws of the noisy values of every group (an ``n × groups`` list): each draw is
     one vector release (grouped) or one scalar release."""
@@ -676,12 +695,12 @@ def _laplace(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list
 
     if not raw:
         return [[] for _ in range(n)]
-    if m.integral:
-        scale = int(m.value_scale)
-        base = np.array([int(x) * scale for x in raw], dtype=np.int64)
+    limit = _MAX_UNITS * obj.step
+    vals = [min(max(Fraction(x) * m.value_scale, -limit), limit) for x in raw]
+    if obj.grid is None:  # integers released as integers
+        base = np.array([int(v) for v in vals], dtype=np.int64)
         out = obj.release(np.tile(base, (n, 1)) if vector else np.full(n, base[0]))
         return np.asarray(out).reshape(n, len(raw)).tolist()
-    vals = [Fraction(x) * m.value_scale for x in raw]
     floats = [float(v) for v in vals]
     if all(Fraction(f) == v for f, v in zip(floats, vals, strict=True)):
         base = np.array(floats, dtype=np.float64)
@@ -689,6 +708,8 @@ def _laplace(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list
         base = np.array(vals, dtype=object)
     inp = np.tile(base, (n, 1)) if vector else np.repeat(base[:1], n)
     out = np.asarray(obj.release(inp)).reshape(n, len(raw))
+    if m.integral:  # multiples of an integer grid 2^k: integers
+        return [[int(v) for v in row] for row in out.tolist()]
     return [[Fraction(v) for v in row] for row in out.tolist()]
 
 

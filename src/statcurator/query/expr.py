@@ -15,6 +15,7 @@ inside the engine; :class:`Agg` and :class:`KeyRef` appear only in a query's out
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any
@@ -228,7 +229,8 @@ class Case(Expr):
 
 @dataclass(frozen=True, slots=True)
 class Arith(Expr):
-    """``left op right`` for op in ``+ - * /``, evaluated in double precision."""
+    """``left op right`` for op in ``+ - * /``, evaluated in double precision; a division by
+    zero is NULL on every engine (never an error that would depend on the data)."""
 
     op: str
     left: Expr
@@ -262,6 +264,24 @@ class Bin(Expr):
     expr: Expr
     edges: tuple[int | float, ...]
 
+    def __post_init__(self) -> None:
+        # NaN edges compare false with everything, and integers beyond the double range make
+        # some engines fail to compare them with a double column: both are refused up front
+        from ..core.errors import UnsupportedQueryError
+
+        e = self.edges
+        try:
+            ok = len(e) >= 2 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                     and not math.isnan(float(v)) for v in e) \
+                and all(float(a) < float(b) for a, b in zip(e, e[1:], strict=False))
+        except (OverflowError, TypeError):
+            ok = False
+        if not ok:
+            raise UnsupportedQueryError(
+                f"BIN edges {e!r} must be at least two strictly increasing numbers within "
+                "double precision",
+                remedy="write e.g. BIN(age, 0, 18, 65, 120)")
+
     def labels(self) -> tuple[str, ...]:
         e = self.edges
         out = []
@@ -284,6 +304,29 @@ class WidthBucket(Expr):
     low: int | float
     high: int | float
     count: int
+
+    def __post_init__(self) -> None:
+        # Engines compute (x - low) * n / (high - low) in double precision for the rows in
+        # [low, high); a width (or width times n) beyond the double range makes that NaN or
+        # ±inf, and the cast to an integer fails on exactly the rows inside the range: an
+        # error that depends on the data. Such ranges are refused up front, by both front ends.
+        from ..core.errors import UnsupportedQueryError
+
+        n, lo, hi = self.count, self.low, self.high
+        ok = isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 100_000
+        try:
+            ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool)
+                            for v in (lo, hi))
+            width = float(hi) - float(lo)
+            ok = ok and math.isfinite(float(lo)) and math.isfinite(float(hi)) \
+                and width > 0 and math.isfinite(width * n)
+        except (OverflowError, TypeError):
+            ok = False
+        if not ok:
+            raise UnsupportedQueryError(
+                f"WIDTH_BUCKET(x, {lo!r}, {hi!r}, {n!r}) needs finite low < high, 1 to "
+                "100000 buckets, and a range that fits in double precision",
+                remedy="write e.g. WIDTH_BUCKET(age, 0, 120, 12)")
 
     def sql(self) -> str:
         return f"WIDTH_BUCKET({self.expr.sql()}, {_num(self.low)}, {_num(self.high)}, {self.count})"

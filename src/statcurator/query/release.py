@@ -116,6 +116,8 @@ class Release:
                 values = [r[j] for r in self.data]
                 if t == "string":
                     values = [None if v is None else str(v) for v in values]
+                elif t == "double":  # noisy integers beyond int64 are shown as doubles
+                    values = [None if v is None else float(v) for v in values]
                 arrays.append(pa.array(values, type=_arrow_type(t)))
             self._table = pa.Table.from_arrays(arrays, names=self.columns) if self.columns \
                 else pa.table({})
@@ -257,7 +259,8 @@ def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
             out.append("double")
         elif vals and all(isinstance(v, bool) for v in vals):
             out.append("bool")
-        elif vals and all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        elif vals and all(isinstance(v, int) and not isinstance(v, bool)
+                          and -(2**63) <= v < 2**63 for v in vals):
             out.append("int64")
         elif vals and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
             out.append("double")

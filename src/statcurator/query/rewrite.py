@@ -24,6 +24,7 @@ The compiler (:mod:`.compiler`) applies them and derives the sensitivities
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -36,6 +37,10 @@ from .plan import GroupKey
 from .relational import Bounding, Quantized
 
 __all__ = ["GRID_SPAN_BITS", "clamp_to_grid", "contribution_bounding", "public_key_sets"]
+
+_DOUBLE_MAX = Fraction(sys.float_info.max)
+#: the finest grid 2^-k engines can scale by in double precision (k <= 1000 keeps 2^k finite)
+_MAX_BITS = 1000
 
 #: A quantized input spans at most 2**GRID_SPAN_BITS grid steps: squares of centred values
 #: then fit in 64 bits and sums of 10^9 rows stay exact in 128.
@@ -56,6 +61,11 @@ def clamp_to_grid(e: Expr, b: Bounds, kind: str) -> Quantized:
     30
     """
     m = max(abs(b.low), abs(b.high))
+    if m > _DOUBLE_MAX:  # engines clamp in double precision: the bounds must be doubles
+        raise UnsupportedQueryError(
+            f"the bounds of {e.sql()} (up to about 10^{len(str(math.floor(m))) - 1} in "
+            "magnitude) exceed double precision",
+            remedy="aggregate an expression with a smaller range (e.g. divide by a constant)")
     if m == 0:
         bits = 0
     else:
@@ -66,6 +76,10 @@ def clamp_to_grid(e: Expr, b: Bounds, kind: str) -> Quantized:
             bits += 1
     if b.integral:
         bits = min(bits, 0)
+    if bits > _MAX_BITS:  # the grid step 2^-bits must be a (normal) double as well
+        raise UnsupportedQueryError(
+            f"the bounds of {e.sql()} are too close to 0 for double precision",
+            remedy="aggregate an expression with a larger range (e.g. multiply by a constant)")
     step = Fraction(2) ** bits
     lq = math.ceil(b.low * step)
     uq = math.floor(b.high * step)
@@ -107,7 +121,7 @@ def contribution_bounding(private: TableInfo, alias: str, grouped: bool,
 def public_key_sets(analyzer: Analyzer, keys: Sequence[GroupKey],
                     max_keys: int) -> list[tuple[Any, ...] | None]:
     """Each key's public set of values (None: not public), refusing absurdly many groups."""
-    sets = [analyzer.key_set(k.expr) for k in keys]
+    sets = [None if s is None else _distinct(s) for s in (analyzer.key_set(k.expr) for k in keys)]
     if sets and all(s is not None for s in sets):
         size = math.prod(len(s) for s in sets)  # type: ignore[arg-type]
         if size > max_keys:
@@ -115,3 +129,23 @@ def public_key_sets(analyzer: Analyzer, keys: Sequence[GroupKey],
                 f"the public key sets make {size} groups",
                 remedy=f"group by fewer or coarser keys (at most {max_keys} groups)")
     return sets
+
+
+def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
+    """The values without repeats under SQL equality (``-0.0 = 0.0``, ``1 = 1.0``; a
+    boolean never equals a number; NaN equals NaN), first occurrence kept.
+
+    A key listed twice would be released twice, with independent noise on the *same* group,
+    while its sensitivity counts it once.
+
+    >>> _distinct((0.0, -0.0, 1, 1.0, True, "1", float("nan"), float("nan")))
+    (0.0, 1, True, '1', nan)
+    """
+    out: dict[tuple, Any] = {}
+    for v in values:
+        if isinstance(v, float) and math.isnan(v):
+            key: tuple = ("nan",)
+        else:
+            key = (isinstance(v, bool), v)
+        out.setdefault(key, v)
+    return tuple(out.values())

@@ -117,6 +117,13 @@ class _Converter:
                 raise _refuse(what, remedy)
         if tree.args.get("fetch"):
             raise _refuse("FETCH", "drop it and slice the released table yourself")
+        # every other clause (USING SAMPLE, INTO, hints, ...) would be silently ignored by the
+        # plan, so that the answer would not be the one asked for: refuse it by name
+        known = {"expressions", "from", "from_", "joins", "where", "group", "having", "order"}
+        for key, value in tree.args.items():
+            if value and key not in known:
+                raise _refuse(f"the {key.upper()} clause of SELECT",
+                              "drop it; see docs/queries.md for the SQL subset")
         for node in tree.walk():
             if isinstance(node, exp.Window):
                 raise _refuse("a window function (OVER ...)",
@@ -210,6 +217,14 @@ class _Converter:
         exp = self.exp
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             raise _refuse(f"FROM {node.sql()}", "read a registered table by name")
+        # TABLESAMPLE, PIVOT, time travel, column renaming... are not part of the plan: the
+        # whole table would be read instead of what was asked
+        extra = [k for k, v in node.args.items()
+                 if v and k not in ("this", "alias", "db", "catalog")]
+        alias_node = node.args.get("alias")
+        if extra or (alias_node is not None and alias_node.args.get("columns")):
+            raise _refuse(f"FROM {node.sql()} ({', '.join(extra) or 'column aliases'})",
+                          "read a registered table by name, optionally with a table alias")
         if node.args.get("db") or node.args.get("catalog"):
             name = node.sql(dialect="duckdb").split(" AS ")[0].replace('"', "")
         else:
