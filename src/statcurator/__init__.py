@@ -8,6 +8,8 @@ analysts' queries with differential privacy, all from one :class:`Curator`.
 30162
 >>> sc.PureDP(1) + sc.PureDP(0.5)
 PureDP(epsilon=Fraction(3, 2))
+>>> sc.anonymize(sc.datasets.adult(), sc.KAnonymity(5)).classes
+24
 
 Names are imported lazily so that ``import statcurator`` stays fast.
 """
@@ -30,6 +32,20 @@ _EXPORTS: dict[str, str] = {
     "Column": ".core.schema",
     "Role": ".core.schema",
     "PrivacyUnit": ".core.schema",
+    # the curator and its answers
+    "Curator": ".curator",
+    "Release": ".query.release",
+    # anonymization
+    "anonymize": ".anonymize",
+    "AnonymizationResult": ".anonymize.result",
+    "KAnonymity": ".anonymize.criteria",
+    "LDiversity": ".anonymize.criteria",
+    "TCloseness": ".anonymize.criteria",
+    "DeltaPresence": ".anonymize.criteria",
+    "Hierarchy": ".anonymize.hierarchy",
+    # DP building blocks
+    "mechanisms": ".mechanisms",
+    "Ledger": ".accounting",
     # privacy losses
     "PureDP": ".core.measures",
     "ApproxDP": ".core.measures",
@@ -41,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "BudgetExceededError": ".core.errors",
     "UnsupportedQueryError": ".core.errors",
     "VerificationError": ".core.errors",
+    "DataError": ".core.errors",
+    "LedgerError": ".core.errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -51,7 +69,9 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'statcurator' has no attribute {name!r}")
     mod = importlib.import_module(module, __name__)
-    value = mod if name == module.rsplit(".", 1)[-1] and not hasattr(mod, name) else getattr(mod, name)
+    # an entry naming a module by its own name exports the module (datasets, mechanisms, and
+    # anonymize, a module that can be called like its main function)
+    value = mod if module.rsplit(".", 1)[-1] == name else getattr(mod, name)
     globals()[name] = value
     return value
 

@@ -14,6 +14,9 @@ utility and risk metrics (:mod:`.metrics`), the lattice (:class:`Lattice`) and t
 verifier (:func:`verify`).
 """
 
+import sys as _sys
+import types as _types
+
 from .api import ALGORITHMS, anonymize
 from .criteria import ClassSummary, Criterion, DeltaPresence, KAnonymity, LDiversity, TCloseness
 from .hierarchy import Hierarchy
@@ -38,3 +41,14 @@ __all__ = [
     "ALGORITHMS",
     "METRICS",
 ]
+
+
+class _CallableModule(_types.ModuleType):
+    """``statcurator.anonymize`` is both this package and its one call:
+    ``sc.anonymize(data, sc.KAnonymity(5))`` is ``sc.anonymize.anonymize(...)``."""
+
+    def __call__(self, *args: object, **kwargs: object) -> AnonymizationResult:
+        return anonymize(*args, **kwargs)  # type: ignore[arg-type]
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-class Role(str, enum.Enum):
+class Role(enum.StrEnum):
     """The role a column plays in anonymization (Sweeney; Machanavajjhala et al.)."""
 
     IDENTIFIER = "identifier"  # removed from every release (name, SSN)
@@ -63,7 +63,7 @@ class Role(str, enum.Enum):
                 remedy="use one of: " + ", ".join(r.value for r in cls)) from None
 
 
-class ColumnType(str, enum.Enum):
+class ColumnType(enum.StrEnum):
     """Logical column types. Hierarchies and categories are matched on the text form."""
 
     INTEGER = "integer"
@@ -182,7 +182,7 @@ class Column:
         return replace(self, role=role)
 
 
-class Neighbours(str, enum.Enum):
+class Neighbours(enum.StrEnum):
     """Which datasets count as neighbours.
 
     ``UNBOUNDED``: D' is D with one privacy unit added or removed.

@@ -12,7 +12,7 @@ ARX, Apache-2.0).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +50,7 @@ def metadata_path(name: str) -> Path:
     return _HERE / _BUNDLED[name][1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> Dataset:
     """Load a bundled dataset with its metadata (cached: the table is immutable)."""
     from ..io.dataset import Dataset
