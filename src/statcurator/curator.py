@@ -475,6 +475,9 @@ class Query:
             cost = bound.cost
             rid = request_id if request_id is not None else uuid.uuid4().hex
             cur._ensure_budget(analyst, table)
+            validate = getattr(cur.engine, "validate", None)
+            if validate is not None:  # a query the data's types cannot run: refused uncharged
+                validate(cq.engine_plan)
             mechanism = "; ".join(f"{i.label}: {i.mechanism} ε={i.epsilon}" for i in bound.infos)
             charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
                                        query=self.query_text, mechanism=mechanism)

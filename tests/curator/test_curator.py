@@ -324,3 +324,29 @@ def test_bundled_adult_and_public_join():
 def test_unknown_table_error_lists_registered_tables(cur):
     with pytest.raises(UnsupportedQueryError, match="registered tables: diabetes"):
         cur.sql("SELECT COUNT(*) FROM nope")
+
+
+def test_a_query_the_data_types_cannot_run_is_refused_before_the_charge(tmp_path) -> None:
+    """Metadata that declares an integer over a DATE column: DuckDB cannot bind SUM on it.
+    The engine validates the plan (EXPLAIN, no rows read) before the ledger is charged."""
+    import datetime
+
+    import duckdb
+
+    from statcurator import Curator
+    from statcurator.core.errors import EngineError
+    from statcurator.core.schema import Column, TableMeta
+
+    db = tmp_path / "visits.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE visits (day DATE)")
+    con.execute("INSERT INTO visits VALUES (?)", [datetime.date(2024, 1, 1)])
+    con.close()
+    meta = TableMeta("visits", (Column("day", type="integer", bounds=(0, 100)),))
+    cur = Curator()
+    cur.register("visits", f"{db}:visits", meta)
+    cur.set_budget("alice", "visits", epsilon=1)
+    with pytest.raises(EngineError, match="nothing was charged"):
+        cur.sql("SELECT SUM(day) AS s FROM visits").release(epsilon=0.5, analyst="alice")
+    assert cur.budget("alice", "visits").spent.epsilon == 0
+    assert cur.ledger.charges() == []

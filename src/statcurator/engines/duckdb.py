@@ -69,6 +69,7 @@ class DuckDBEngine:
         self._lock = threading.Lock()
         self._attached: dict[str, str] = {}
         self.tables: dict[str, TableSource] = {}
+        self._valid: set[str] = set()  # statements already bound against the current tables
 
     def register(self, name: str, source: TableSource) -> None:
         with self._lock:
@@ -98,6 +99,7 @@ class DuckDBEngine:
             self.tables[name] = source
 
     def _drop(self, name: str) -> None:
+        self._valid.clear()
         if name not in self.tables:
             return
         src = self.tables.pop(name)
@@ -120,6 +122,29 @@ class DuckDBEngine:
     def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]:
         """The statements this engine runs for ``plan`` (for ``explain``)."""
         return plan_sql(plan, salt)
+
+    def validate(self, plan: EnginePlan) -> None:
+        """Bind the plan's statements against the registered tables without running them.
+
+        DuckDB's ``EXPLAIN`` resolves names and types and reads no rows, so a query that
+        the data's actual types cannot run (metadata that says integer over a DATE column,
+        say) is refused here, before any budget is charged, instead of failing after it.
+        """
+        main, hists = plan_sql(plan, "0" * 32)
+        todo = [s for s in (main, *hists) if s not in self._valid]
+        if not todo:
+            return
+        try:
+            with self._lock:
+                for stmt in todo:
+                    self.con.execute("EXPLAIN " + stmt)
+                self._valid.update(todo)
+        except Exception as e:
+            raise EngineError(
+                f"DuckDB cannot run this query on the registered data ({type(e).__name__}); "
+                "nothing was charged",
+                remedy="the data owner should check that the registered data's column types "
+                       "match its metadata (the cause is chained)") from e
 
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
         main, hists = plan_sql(plan, salt)
