@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 __all__ = ["verify", "check_verified"]
 
 
-def _texts(column: Any) -> list[str]:
-    """Values as text (how hierarchies and releases spell them); nulls become ``""``."""
+def _text_array(column: Any) -> Any:
+    """A column as an Arrow string array (how hierarchies and releases spell values);
+    nulls become ``""``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -49,7 +50,30 @@ def _texts(column: Any) -> list[str]:
         column = column.combine_chunks()
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         column = pc.cast(column, pa.string())
-    return ["" if v is None else v for v in column.to_pylist()]
+    return pc.fill_null(column, "")
+
+
+def _texts(column: Any) -> list[str]:
+    """Values as text, as a Python list."""
+    return _text_array(column).to_pylist()
+
+
+def _distinct(columns: Sequence[Any]) -> list[tuple[tuple[str, ...], int]]:
+    """The distinct rows of some text columns with their multiplicities.
+
+    Arrow's hash grouping does the counting: a library implementation that shares nothing
+    with the search's integer codes and mixed-radix keys, and keeps the checks below to a
+    loop over distinct rows instead of over every record.
+    """
+    import pyarrow as pa
+
+    if not columns:
+        return []
+    names = [f"c{i}" for i in range(len(columns))]
+    grouped = pa.table(dict(zip(names, columns, strict=True))).group_by(names).aggregate(
+        [([], "count_all")])
+    keys = list(zip(*(grouped.column(n).to_pylist() for n in names), strict=True))
+    return list(zip(keys, grouped.column("count_all").to_pylist(), strict=True))
 
 
 def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Table,
@@ -66,68 +90,80 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
     each released row (rows align one to one otherwise); ``levels`` are the full-domain
     levels (``None`` for Mondrian).
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     hierarchies = dict(hierarchies or {})
     qi = list(qi)
     n_in = original.num_rows
-    released_qi = [_texts(release.column(q)) for q in qi]
-    rows = list(zip(*released_qi, strict=True)) if qi else [()] * release.num_rows
     if kept is None:
         if release.num_rows != n_in:
             raise VerificationError(
                 f"the release has {release.num_rows} rows but the input {n_in}, and no row map",
                 remedy="pass kept= (the input row of each released row)")
-        kept = list(range(n_in))
-    kept = list(kept)
+        kept = range(n_in)
+    kept = pa.array(list(kept), type=pa.int64())
     if len(kept) != release.num_rows:
         raise VerificationError(f"the row map has {len(kept)} entries for {release.num_rows} rows",
                                 remedy="pass kept= with the input row of each released row")
     dropped = release.num_rows < n_in
 
     # -- which released rows are suppressed ------------------------------------------------
-    starred = [all(v == marker for v in r) for r in rows]
+    released_qi = [_text_array(release.column(q)) for q in qi]
+    starred = pa.array([True] * release.num_rows)
+    for col in released_qi:
+        starred = pc.and_(starred, pc.equal(col, marker))
     top_is_marker = levels is not None and all(
         _generalize_any(hierarchies[q], levels[q]) == {marker} for q in qi)
-    if all(starred) and top_is_marker:
-        starred = [False] * len(rows)  # the most general node: one class, nothing suppressed
-    suppressed = (n_in - release.num_rows) if dropped else sum(starred)
+    n_starred = pc.sum(starred).as_py() or 0
+    if qi and n_starred == release.num_rows and top_is_marker:
+        # the most general node: one class, nothing suppressed
+        starred = pa.array([False] * release.num_rows)
+        n_starred = 0
+    if not qi:
+        starred = pa.array([False] * release.num_rows)
+        n_starred = 0
+    suppressed = (n_in - release.num_rows) if dropped else n_starred
     limit = math.floor(Fraction(suppression) * n_in)
     result: dict[str, bool] = {}
 
-    # -- classes of the released table -----------------------------------------------------
-    members: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i, r in enumerate(rows):
-        if not starred[i]:
-            members[r].append(i)
-
-    sens_cache: dict[str, list[str]] = {}
-
-    def released_values(col: str) -> list[str]:
-        if col not in sens_cache:
-            sens_cache[col] = _texts(release.column(col))
-        return sens_cache[col]
+    # -- classes of the released table: size and sensitive-value counts -----------------------
+    sensitive = sorted({c.column for c in criteria if isinstance(c, LDiversity | TCloseness)})
+    keep = pc.invert(starred)
+    columns = [pc.filter(c, keep) for c in released_qi]
+    columns += [pc.filter(_text_array(release.column(s)), keep) for s in sensitive]
+    if not qi:  # no quasi-identifier: the whole table is one class
+        columns.insert(0, pa.array([""] * (release.num_rows - n_starred)))
+    width = max(len(qi), 1)
+    sizes: Counter[tuple[str, ...]] = Counter()
+    values: dict[str, dict[tuple[str, ...], Counter[str]]] = {
+        s: defaultdict(Counter) for s in sensitive}
+    for row, n in _distinct(columns):
+        key = row[:width]
+        sizes[key] += n
+        for j, s in enumerate(sensitive):
+            values[s][key][row[width + j]] += n
 
     for c in criteria:
         key = str(c)
         if isinstance(c, KAnonymity):
-            result[key] = all(len(m) >= c.k for m in members.values())
+            result[key] = all(n >= c.k for n in sizes.values())
         elif isinstance(c, LDiversity):
-            vals = released_values(c.column)
-            result[key] = all(_l_diverse([vals[i] for i in m], c) for m in members.values())
+            result[key] = all(_l_diverse(values[c.column][k], c) for k in sizes)
         elif isinstance(c, TCloseness):
-            vals = released_values(c.column)
             whole = Counter(_texts(original.column(c.column)))
             order = _order(whole, (sensitive_hierarchies or {}).get(c.column),
                            (sensitive_orders or {}).get(c.column))
             h = (sensitive_hierarchies or {}).get(c.column)
-            result[key] = all(_emd(Counter(vals[i] for i in m), whole, order, c.distance, h)
-                              <= c.t for m in members.values())
+            result[key] = all(_emd(values[c.column][k], whole, order, c.distance, h) <= c.t
+                              for k in sizes)
         elif isinstance(c, DeltaPresence):
-            result[key] = _delta_present(c, members, original, qi, hierarchies, levels)
+            result[key] = _delta_present(c, sizes, original, qi, hierarchies, levels)
         else:  # pragma: no cover - every criterion type is handled above
             raise VerificationError(f"no independent check for {c}",
                                     remedy="add one to statcurator.anonymize.verify")
     result["suppression limit"] = suppressed <= limit
-    result["truthful generalization"] = _truthful(rows, starred, kept, original, qi,
+    result["truthful generalization"] = _truthful(released_qi, keep, kept, original, qi,
                                                   hierarchies, levels)
     return result
 
@@ -145,9 +181,8 @@ def _generalize_any(h: Hierarchy, level: int) -> set[str]:
     return {row[level] for row in h.rows}
 
 
-def _l_diverse(values: list[str], c: LDiversity) -> bool:
-    counts = Counter(values)
-    n = len(values)
+def _l_diverse(counts: Counter[str], c: LDiversity) -> bool:
+    n = sum(counts.values())
     if c.variant == "distinct":
         return len(counts) >= c.l
     if len(counts) < math.ceil(c.l):
@@ -220,7 +255,7 @@ def _generalizer(h: Hierarchy) -> dict[str, tuple[str, ...]]:
     return {row[0]: tuple(row) for row in h.rows}
 
 
-def _delta_present(c: DeltaPresence, members: Mapping[tuple[str, ...], list[int]],
+def _delta_present(c: DeltaPresence, sizes: Mapping[tuple[str, ...], int],
                    original: pa.Table, qi: Sequence[str], hierarchies: Mapping[str, Hierarchy],
                    levels: Mapping[str, int] | None) -> bool:
     if levels is None:
@@ -237,21 +272,23 @@ def _delta_present(c: DeltaPresence, members: Mapping[tuple[str, ...], list[int]
 
     pop = gen(population)
     sample = gen(original)
-    for key, m in members.items():
+    for key, m in sizes.items():
         p = pop.get(key, 0)
-        if p == 0 or not c.dmin <= Fraction(len(m), p) <= c.dmax:
+        if p == 0 or not c.dmin <= Fraction(m, p) <= c.dmax:
             return False
     # population classes without any sample record have δ = 0 and cannot be suppressed
     return all(key in sample or c.dmin == 0 for key in pop)
 
 
-def _truthful(rows: list[tuple[str, ...]], starred: list[bool], kept: list[int],
-              original: pa.Table, qi: Sequence[str], hierarchies: Mapping[str, Hierarchy],
+def _truthful(released: Sequence[Any], keep: Any, kept: Any, original: pa.Table,
+              qi: Sequence[str], hierarchies: Mapping[str, Hierarchy],
               levels: Mapping[str, int] | None) -> bool:
-    originals = [_texts(original.column(q)) for q in qi]
+    import pyarrow.compute as pc
+
     for d, q in enumerate(qi):
         # each distinct (input value, released value) pair is checked once
-        pairs = {(originals[d][kept[i]], r[d]) for i, r in enumerate(rows) if not starred[i]}
+        inputs = pc.filter(pc.take(_text_array(original.column(q)), kept), keep)
+        pairs = [pair for pair, _ in _distinct([inputs, pc.filter(released[d], keep)])]
         if levels is not None:
             gen = _generalizer(hierarchies[q])
             if any(gen.get(value, ("",) * (levels[q] + 1))[levels[q]] != out
