@@ -544,67 +544,18 @@ def _read_public(data: Any, read_table: Any) -> Any:
 
 
 def _source_from_path(path: Path, meta: TableMeta | None, separator: str | None) -> Any:
-    """A table source read in place (only the schema is read here)."""
-    import pyarrow as pa
-
+    """A table source read in place (only the schema is read here): the declared types and
+    the CSV separator come from the metadata (or the header), the rest is the engine's."""
     from .engines import TableSource
+    from .io.tables import _arrow_type, sniff_separator
 
-    table = None
     p = path
     if not p.exists() and ":" in p.name:
-        db, _, table = str(p).rpartition(":")
-        p = Path(db)
-    if not p.exists():
-        raise DataError(f"data file {str(p)!r} does not exist",
-                        remedy="check the path, or use the bundled demo name 'adult'")
-    suffix = p.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        return TableSource("parquet", pq.read_schema(p), path=str(p.resolve()))
-    if suffix in (".duckdb", ".ddb", ".db"):
-        import duckdb
-
-        con = duckdb.connect(str(p), read_only=True)
-        try:
-            names = [r[0] for r in con.execute(
-                "SELECT table_name FROM information_schema.tables").fetchall()]
-            if table is None:
-                wanted = meta.name if meta is not None else None
-                if wanted in names:
-                    table = wanted
-                elif len(names) == 1:
-                    table = names[0]
-                else:
-                    raise DataError(f"DuckDB file {str(p)!r} holds tables {names}",
-                                    remedy="name one: FILE.duckdb:TABLE")
-            if table not in names:
-                raise DataError(f"DuckDB file {str(p)!r} has no table {table!r}",
-                                remedy=f"tables there: {names}")
-            schema = con.sql(f'SELECT * FROM "{table}" LIMIT 0').to_arrow_table().schema
-        finally:
-            con.close()
-        return TableSource("duckdb", schema, path=str(p.resolve()), table=table)
-    if suffix in (".csv", ".tsv", ".txt", ".psv", ".dat", ""):
-        import pyarrow.csv as pacsv
-
-        from .io.tables import _arrow_type, sniff_separator
-
-        sep = separator or (meta.separator if meta is not None and meta.separator else None) \
-            or sniff_separator(p)
-        types = {c.name: _arrow_type(c.type) for c in meta.columns} if meta is not None else {}
-        try:
-            reader = pacsv.open_csv(
-                p, parse_options=pacsv.ParseOptions(delimiter=sep),
-                convert_options=pacsv.ConvertOptions(column_types=types,
-                                                     strings_can_be_null=False))
-            schema = reader.schema
-            reader.close()
-        except pa.ArrowInvalid as e:
-            raise DataError(f"cannot read {str(p)!r} as CSV with separator {sep!r}: {e}",
-                            remedy="check the separator and the declared column types") from None
-        schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_null(f.type) else f.type)
-                            for f in schema])
-        return TableSource("csv", schema, path=str(p.resolve()), separator=sep)
-    raise DataError(f"unknown data format {suffix!r} for {str(p)!r}",
-                    remedy="use .csv, .tsv, .parquet or .duckdb files")
+        p = Path(str(p).rpartition(":")[0])
+    sep = separator or (meta.separator if meta is not None and meta.separator else None)
+    if sep is None and p.suffix.lower() in (".csv", ".tsv", ".txt", ".psv", ".dat", "") \
+            and p.exists():
+        sep = sniff_separator(p)
+    types = {c.name: _arrow_type(c.type) for c in meta.columns} if meta is not None else {}
+    return TableSource.from_path(path, column_types=types, separator=sep or ",",
+                                 prefer_table=meta.name if meta is not None else None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import DataError
@@ -53,6 +54,70 @@ class TableSource:
     def from_arrow(cls, table: Any) -> TableSource:
         """An in-memory Arrow table (the curator converts pandas and Polars frames to it)."""
         return cls("arrow", table.schema, data=table)
+
+    @classmethod
+    def from_path(cls, path: str | Path, *, column_types: dict[str, Any] | None = None,
+                  separator: str = ",", prefer_table: str | None = None) -> TableSource:
+        """A file read in place: Parquet, CSV (read with ``column_types`` for the declared
+        columns) or a DuckDB database (``FILE.duckdb:TABLE``, or its only table, or the one
+        named ``prefer_table``). Only the schema is read here.
+        """
+        import pyarrow as pa
+
+        table = None
+        p = Path(path)
+        if not p.exists() and ":" in p.name:
+            db, _, table = str(p).rpartition(":")
+            p = Path(db)
+        if not p.exists():
+            raise DataError(f"data file {str(p)!r} does not exist",
+                            remedy="check the path, or use the bundled demo name 'adult'")
+        suffix = p.suffix.lower()
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            return cls("parquet", pq.read_schema(p), path=str(p.resolve()))
+        if suffix in (".duckdb", ".ddb", ".db"):
+            import duckdb
+
+            con = duckdb.connect(str(p), read_only=True)
+            try:
+                names = [r[0] for r in con.execute(
+                    "SELECT table_name FROM information_schema.tables").fetchall()]
+                if table is None:
+                    if prefer_table in names:
+                        table = prefer_table
+                    elif len(names) == 1:
+                        table = names[0]
+                    else:
+                        raise DataError(f"DuckDB file {str(p)!r} holds tables {names}",
+                                        remedy="name one: FILE.duckdb:TABLE")
+                if table not in names:
+                    raise DataError(f"DuckDB file {str(p)!r} has no table {table!r}",
+                                    remedy=f"tables there: {names}")
+                schema = con.sql(f'SELECT * FROM "{table}" LIMIT 0').to_arrow_table().schema
+            finally:
+                con.close()
+            return cls("duckdb", schema, path=str(p.resolve()), table=table)
+        if suffix in (".csv", ".tsv", ".txt", ".psv", ".dat", ""):
+            import pyarrow.csv as pacsv
+
+            try:
+                reader = pacsv.open_csv(
+                    p, parse_options=pacsv.ParseOptions(delimiter=separator),
+                    convert_options=pacsv.ConvertOptions(column_types=column_types or {},
+                                                         strings_can_be_null=False))
+                schema = reader.schema
+                reader.close()
+            except pa.ArrowInvalid as e:
+                raise DataError(f"cannot read {str(p)!r} as CSV with separator {separator!r}: {e}",
+                                remedy="check the separator and the declared column types"
+                                ) from None
+            schema = pa.schema([pa.field(f.name, pa.string() if pa.types.is_null(f.type)
+                                         else f.type) for f in schema])
+            return cls("csv", schema, path=str(p.resolve()), separator=separator)
+        raise DataError(f"unknown data format {suffix!r} for {str(p)!r}",
+                        remedy="use .csv, .tsv, .parquet or .duckdb files")
 
     def to_arrow(self) -> Any:
         """Read the whole table into Arrow (the memory engine and Spark's local path)."""
