@@ -72,6 +72,19 @@ class Mechanism:
         return out
 
 
+class OnGrid(Mechanism):
+    """A mechanism whose values live on a public grid: ``grid`` (a Fraction, e.g. 2^-10),
+    or ``None`` for the integers. Subclasses are frozen dataclasses with a ``grid`` field.
+    """
+
+    grid: Fraction | None
+
+    @property
+    def step(self) -> Fraction:
+        """The grid step of the values (1 for integer values)."""
+        return self.grid if self.grid is not None else Fraction(1)
+
+
 def as_alpha(alpha: object) -> Fraction:
     """A confidence-interval error rate: an exact probability in (0, 1)."""
     return exact_probability(alpha, "alpha", allow_zero=False)

@@ -46,6 +46,7 @@ from ..core.numbers import exact, exact_value, floor_fraction
 from . import rng, samplers
 from ._base import (
     Mechanism,
+    OnGrid,
     array_to_grid_units,
     as_alpha,
     check_distance,
@@ -415,7 +416,7 @@ class ExponentialMechanism(Mechanism):
 
 
 @dataclass(frozen=True)
-class ReportNoisyMax(Mechanism):
+class ReportNoisyMax(OnGrid):
     """ε-DP arg-max: add discrete Laplace noise to each score, report the largest's index.
 
     Noise scale 2Δ/ε in grid units (Δ/ε for monotonic scores such as counts under
@@ -442,10 +443,6 @@ class ReportNoisyMax(Mechanism):
         object.__setattr__(self, "sensitivity", exact(self.sensitivity, "sensitivity"))
         object.__setattr__(self, "grid", grid_value(self.grid))
 
-    @property
-    def step(self) -> Fraction:
-        """The grid the scores are rounded to (1 by default)."""
-        return self.grid if self.grid is not None else Fraction(1)
 
     @property
     def noise_scale(self) -> Fraction:

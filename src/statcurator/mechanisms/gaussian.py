@@ -29,7 +29,7 @@ from ..core.numbers import exact, sqrt_bounds
 from ..core.relations import AbsoluteDistance, L2Distance
 from . import samplers
 from ._base import (
-    Mechanism,
+    OnGrid,
     array_to_grid_units,
     as_alpha,
     check_distance,
@@ -44,7 +44,7 @@ __all__ = ["GaussianMechanism", "VectorGaussianMechanism"]
 
 
 @dataclass(frozen=True)
-class GaussianMechanism(Mechanism):
+class GaussianMechanism(OnGrid):
     """ρ-zCDP release of a value of sensitivity Δ with discrete Gaussian noise.
 
     Properties: ``cost == ZCDP(rho)``; σ² = ⌈Δ/g⌉²/(2ρ) in grid units (exact rational);
@@ -99,10 +99,6 @@ class GaussianMechanism(Mechanism):
                                         remedy="raise epsilon or delta")
         return cls(sensitivity, _round_down_sig(lo), grid)
 
-    @property
-    def step(self) -> Fraction:
-        """The grid step of the outputs (1 for integer outputs)."""
-        return self.grid if self.grid is not None else Fraction(1)
 
     @property
     def grid_sensitivity(self) -> int:

@@ -44,7 +44,7 @@ from ..core.numbers import exact
 from ..core.relations import AbsoluteDistance, L1Distance
 from . import samplers
 from ._base import (
-    Mechanism,
+    OnGrid,
     array_to_grid_units,
     as_alpha,
     check_distance,
@@ -59,7 +59,7 @@ __all__ = ["LaplaceMechanism", "GeometricMechanism", "VectorLaplaceMechanism"]
 
 
 @dataclass(frozen=True)
-class LaplaceMechanism(Mechanism):
+class LaplaceMechanism(OnGrid):
     """ε-DP release of a value of sensitivity Δ with discrete Laplace noise.
 
     Properties: pure ε-DP (``cost == PureDP(epsilon)``); the privacy map is linear,
@@ -93,10 +93,6 @@ class LaplaceMechanism(Mechanism):
         object.__setattr__(self, "grid", grid_value(self.grid))
 
     # -- calibration ----------------------------------------------------------------------
-    @property
-    def step(self) -> Fraction:
-        """The grid step of the outputs (1 for integer outputs)."""
-        return self.grid if self.grid is not None else Fraction(1)
 
     @property
     def grid_sensitivity(self) -> int:
@@ -234,7 +230,7 @@ class GeometricMechanism(LaplaceMechanism):
 
 
 @dataclass(frozen=True)
-class VectorLaplaceMechanism(Mechanism):
+class VectorLaplaceMechanism(OnGrid):
     """ε-DP release of a vector of L1 sensitivity Δ₁ (a histogram, a vector of counts).
 
     Each coordinate gets independent discrete Laplace noise of scale Δ₁/ε; the vector as a
@@ -273,10 +269,6 @@ class VectorLaplaceMechanism(Mechanism):
             raise InvalidParameterError(f"max_changed must be a positive integer, got "
                                         f"{self.max_changed!r}", remedy="pass max_changed=1")
 
-    @property
-    def step(self) -> Fraction:
-        """The grid step of the outputs (1 for integer outputs)."""
-        return self.grid if self.grid is not None else Fraction(1)
 
     @property
     def grid_sensitivity(self) -> int:

@@ -29,7 +29,7 @@ from ..core.measures import PureDP
 from ..core.numbers import exact, exact_value
 from . import samplers
 from ._base import (
-    Mechanism,
+    OnGrid,
     array_to_grid_units,
     as_alpha,
     check_distance,
@@ -43,7 +43,7 @@ __all__ = ["SparseVector", "AboveThreshold"]
 
 
 @dataclass(frozen=True)
-class SparseVector(Mechanism):
+class SparseVector(OnGrid):
     """AboveThreshold: the index of the first query above a public threshold, ε-DP in total.
 
     Properties: pure ε-DP for any number of below-threshold answers before the first
@@ -68,10 +68,6 @@ class SparseVector(Mechanism):
         object.__setattr__(self, "threshold", exact_value(self.threshold, "threshold"))
         object.__setattr__(self, "grid", grid_value(self.grid))
 
-    @property
-    def step(self) -> Fraction:
-        """The grid the queries and the threshold are rounded to (1 by default)."""
-        return self.grid if self.grid is not None else Fraction(1)
 
     @property
     def _units(self) -> int:
