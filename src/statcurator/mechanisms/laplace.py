@@ -58,8 +58,37 @@ from ._base import (
 __all__ = ["LaplaceMechanism", "GeometricMechanism", "VectorLaplaceMechanism"]
 
 
+class _LaplaceCalibration(OnGrid):
+    """Laplace noise calibrated to a sensitivity in grid units: scale ``grid_sensitivity/ε``.
+
+    Subclasses define ``epsilon`` and ``grid_sensitivity`` (scalar: ⌈Δ/g⌉; vector: the L1
+    sensitivity in grid units, with the rounding of off-grid coordinates counted).
+    """
+
+    epsilon: Fraction
+
+    @property
+    def grid_sensitivity(self) -> int:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    @property
+    def noise_scale(self) -> Fraction:
+        """The scale b of the discrete Laplace noise, in grid units: Δ_grid/ε."""
+        return self.grid_sensitivity / self.epsilon
+
+    @property
+    def scale(self) -> Fraction:
+        """The noise scale in output units: Δ_grid·g/ε (= Δ/ε when Δ is on the grid)."""
+        return self.noise_scale * self.step
+
+    @property
+    def cost(self) -> PureDP:
+        """The privacy loss of one release at the declared sensitivity: PureDP(ε)."""
+        return PureDP(self.epsilon)
+
+
 @dataclass(frozen=True)
-class LaplaceMechanism(OnGrid):
+class LaplaceMechanism(_LaplaceCalibration):
     """ε-DP release of a value of sensitivity Δ with discrete Laplace noise.
 
     Properties: pure ε-DP (``cost == PureDP(epsilon)``); the privacy map is linear,
@@ -98,21 +127,6 @@ class LaplaceMechanism(OnGrid):
     def grid_sensitivity(self) -> int:
         """The sensitivity in grid units, ⌈Δ/g⌉ (the rounding to the grid is accounted for)."""
         return grid_sensitivity(self.sensitivity, self.step)
-
-    @property
-    def noise_scale(self) -> Fraction:
-        """The scale b of the discrete Laplace noise, in grid units: ⌈Δ/g⌉/ε."""
-        return self.grid_sensitivity / self.epsilon
-
-    @property
-    def scale(self) -> Fraction:
-        """The noise scale in output units: ⌈Δ/g⌉·g/ε (= Δ/ε when Δ is on the grid)."""
-        return self.noise_scale * self.step
-
-    @property
-    def cost(self) -> PureDP:
-        """The privacy loss of one release at the declared sensitivity: PureDP(ε)."""
-        return PureDP(self.epsilon)
 
     def privacy_map(self, d: object) -> PureDP:
         """The loss for inputs at distance ``d`` (at most the declared sensitivity).
@@ -230,7 +244,7 @@ class GeometricMechanism(LaplaceMechanism):
 
 
 @dataclass(frozen=True)
-class VectorLaplaceMechanism(OnGrid):
+class VectorLaplaceMechanism(_LaplaceCalibration):
     """ε-DP release of a vector of L1 sensitivity Δ₁ (a histogram, a vector of counts).
 
     Each coordinate gets independent discrete Laplace noise of scale Δ₁/ε; the vector as a
@@ -277,21 +291,6 @@ class VectorLaplaceMechanism(OnGrid):
         if self.max_changed is None:
             return math.ceil(ratio)
         return int(ratio) + self.max_changed
-
-    @property
-    def noise_scale(self) -> Fraction:
-        """Scale of each coordinate's noise in grid units: Δ₁/ε."""
-        return self.grid_sensitivity / self.epsilon
-
-    @property
-    def scale(self) -> Fraction:
-        """Noise scale per coordinate in output units."""
-        return self.noise_scale * self.step
-
-    @property
-    def cost(self) -> PureDP:
-        """PureDP(ε) for the whole vector."""
-        return PureDP(self.epsilon)
 
     def _units(self, d: Fraction) -> int:
         # Off-grid inputs are rounded coordinate by coordinate: each of the (at most
