@@ -101,8 +101,7 @@ def test_grouped_count_with_person_units():
 
 def test_mutant_without_clamping_is_caught(monkeypatch):
     def no_clamp(q):
-        x = sqlgen.expr_sql(q.expr)
-        return f"(CASE WHEN {x} IS NULL THEN NULL ELSE CAST({x} AS BIGINT) END)"
+        return sqlgen._cast(sqlgen.expr_tree(q.expr), "BIGINT")
 
     monkeypatch.setattr(sqlgen, "quantized_sql", no_clamp)
     assert not dp(D, D_PLUS_OUTLIER, "SELECT SUM(age) FROM t", 1).passed
@@ -137,3 +136,56 @@ def test_mutant_median_with_halved_sensitivity_is_caught(monkeypatch):
     monkeypatch.setattr(sensitivity.Neighbourhood, "quantile",
                         lambda self, p: original(self, p) / 2)
     assert not dp(D, D_PLUS_OLD, "SELECT MEDIAN(age) FROM t", 1).passed
+
+
+# -- contribution bounding with keys chosen to collide (issue 7, finding 1) -------------------
+
+SPAN = TableMeta("t", (Column("pid", type="integer"), Column("a", type="integer"),
+                       Column("b", type="integer"), Column("c", type="integer"),
+                       Column("d", type="integer")),
+                 privacy_unit=PrivacyUnit("pid", max_rows=16, max_groups=1))
+# every key is '~' or NULL: the old text rendering made all sixteen groups one
+SPAN_SQL = ("SELECT CASE WHEN a = 1 THEN '~' END AS k1, CASE WHEN b = 1 THEN '~' END AS k2, "
+            "CASE WHEN c = 1 THEN '~' END AS k3, CASE WHEN d = 1 THEN '~' END AS k4, "
+            "COUNT(DISTINCT pid) AS n FROM t GROUP BY k1, k2, k3, k4")
+SPAN_OTHERS = [(p, 0, 0, 0, 0) for p in range(2, 6)]
+SPAN_PERSON = [(1, a, b, c, d) for a in (0, 1) for b in (0, 1) for c in (0, 1) for d in (0, 1)]
+
+
+def span_sampler(rows, epsilon):
+    data = pa.table({k: [r[i] for r in rows] for i, k in enumerate("pid a b c d".split())})
+    cur = Curator(engine="duckdb")
+    cur.register("t", data, SPAN)
+    q = cur.sql(SPAN_SQL)
+    bound = q.bind(epsilon)
+    exact = cur.engine.execute(q.compile().engine_plan, salt="5eed")
+
+    def sample(n):
+        # the total of the sixteen released counts: one person moves it by max_groups = 1
+        return np.array([float(sum(a.point(q.plan.outputs[-1].expr, g)
+                                   for g in range(len(a.keys))))
+                         for a in bound.noise_many(exact, n)])
+
+    return sample
+
+
+def span_dp():
+    return check_dp(span_sampler(SPAN_OTHERS, 1), span_sampler(SPAN_OTHERS + SPAN_PERSON, 1),
+                    1, trials=20_000)
+
+
+def test_a_person_spanning_colliding_groups_is_bounded():
+    assert span_dp().passed
+
+
+def test_mutant_with_the_old_key_rendering_is_caught(monkeypatch):
+    from sqlglot import exp
+
+    def old_encoding(text):  # NULL as '~', as before the fix
+        return exp.Coalesce(this=text.copy(), expressions=[exp.Literal.string("~")])
+
+    original = sqlgen._window
+    monkeypatch.setattr(sqlgen, "encoded", old_encoding)
+    monkeypatch.setattr(sqlgen, "_window", lambda func, order: original(func, order[:1]))
+    result = span_dp()
+    assert not result.passed, result

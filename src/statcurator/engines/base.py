@@ -24,11 +24,7 @@ from typing import Any, Protocol
 from ..core.errors import DataError
 from ..query.relational import EnginePlan, ExactResult
 
-__all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "sql_text", "HASH_SEPARATOR", "NULL_TEXT"]
-
-#: Separator between the fields of a hashed row, and the text of a NULL field.
-HASH_SEPARATOR = "|"
-NULL_TEXT = "~"
+__all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "sql_text", "encode_field"]
 
 
 @dataclass(frozen=True)
@@ -163,18 +159,21 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def sql_text(value: Any) -> str:
-    """The text an SQL engine gives ``COALESCE(CAST(value AS VARCHAR), '~')``.
+def sql_text(value: Any, real: bool = False) -> str | None:
+    """The text an SQL engine gives ``CAST(value AS VARCHAR)`` (None for NULL); with
+    ``real``, the text of the DOUBLE ``value + 0.0`` (so -0.0 prints as 0.0).
 
     Integers, strings and booleans print identically in DuckDB, Spark and Python; floats
     print alike for ordinary values (DuckDB and Python use the shortest round-trip form;
     Spark writes large exponents as ``1.0E20``).
 
-    >>> sql_text(None), sql_text(True), sql_text(42), sql_text(2.5)
-    ('~', 'true', '42', '2.5')
+    >>> sql_text(None), sql_text(True), sql_text(42), sql_text(2.5), sql_text(-0.0, real=True)
+    (None, 'true', '42', '2.5', '0.0')
     """
     if value is None:
-        return NULL_TEXT
+        return None
+    if real and not isinstance(value, bool):
+        value = float(value) + 0.0
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -186,13 +185,24 @@ def sql_text(value: Any) -> str:
     return str(value)
 
 
-def row_hash(salt: str, parts: list[Any]) -> str:
-    """MD5 (hex) of ``salt|part1|part2|...``, exactly as the SQL engines compute it.
+def encode_field(text: str | None) -> str:
+    """One hashed field, unambiguously: ``N`` for NULL, else ``V<length>:<text>`` (the
+    encoding :func:`~statcurator.engines.sqlgen.encoded` writes in SQL).
 
-    >>> row_hash("s", [1, "a"]) == hashlib.md5(b"s|1|a").hexdigest()
+    >>> encode_field(None), encode_field("~"), encode_field("x|y")
+    ('N', 'V1:~', 'V3:x|y')
+    """
+    return "N" if text is None else f"V{len(text)}:{text}"
+
+
+def row_hash(salt: str, parts: list[Any], real: list[bool] | None = None) -> str:
+    """MD5 (hex) of the salt and the encoded fields, exactly as the SQL engines compute it.
+
+    >>> row_hash("s", [1, "a"]) == hashlib.md5(b"sV1:1V1:a").hexdigest()
     True
     """
-    text = salt + "".join(HASH_SEPARATOR + sql_text(p) for p in parts)
+    flags = real or [False] * len(parts)
+    text = salt + "".join(encode_field(sql_text(p, r)) for p, r in zip(parts, flags, strict=True))
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 

@@ -222,25 +222,34 @@ def _bound(prepared: list, plan: EnginePlan, salt: str) -> list:
     by_unit: dict[Any, list] = defaultdict(list)
     for item in prepared:
         by_unit[item[1]].append(item)
-    real = plan.real_keys or (False,) * len(plan.keys)
-
-    def text_key(key: tuple) -> list:
-        return [float(v) if r and v is not None else v for v, r in zip(key, real, strict=True)]
+    real = list(plan.real_keys or (False,) * len(plan.keys))
+    inputs = len(plan.quantized_inputs())
+    nonnull = sum(1 for t in plan.terms if t.kind == "nonnull")
+    row_real = [plan.real_unit, *real] + [False] * (inputs + nonnull)
 
     out = []
     for unit, items in by_unit.items():
-        u = float(unit) if plan.real_unit and unit is not None else unit
         if b.max_groups is not None and plan.keys:
-            ghash = {}
+            # a person keeps the groups of the max_groups smallest hashes; the kept set is a
+            # set of *keys* (dict equality is SQL's GROUP BY equality here: NaN is one value,
+            # -0.0 is 0.0), so colliding hashes can never let more groups through
+            ghash: dict[tuple, str] = {}
             for key, *_ in items:
                 if key not in ghash:
-                    ghash[key] = row_hash(salt, [u, *text_key(key)])
-            ranks = sorted(set(ghash.values()))
-            keep = set(ranks[: b.max_groups])
-            items = [it for it in items if ghash[it[0]] in keep]
-        items = sorted(items, key=lambda it: row_hash(salt, [u, *text_key(it[0]), *it[2], *it[3]]))
+                    ghash[key] = row_hash(salt, [unit, *key], [plan.real_unit, *real])
+            ranked = sorted(ghash, key=lambda k: (ghash[k], _order_key(k)))
+            keep = set(ranked[: b.max_groups])
+            items = [it for it in items if it[0] in keep]
+        items = sorted(items, key=lambda it: row_hash(salt, [unit, *it[0], *it[2], *it[3]],
+                                                      row_real))
         out.extend(items[: b.max_rows])
     return out
+
+
+def _order_key(key: tuple) -> tuple:
+    """A total order on key tuples (ties of the group hash, which only an MD5 collision
+    makes: any order keeps the groups distinct)."""
+    return tuple((v is None, type(v).__name__, repr(v)) for v in key)
 
 
 # -- expression semantics ------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The Spark engine (the ``spark`` extra): the same compiled plan, transpiled by sqlglot from
-DuckDB SQL to Spark SQL, run on a SparkSession; sums are taken over DECIMAL(38, 0) so they
+"""The Spark engine (the ``spark`` extra): the same compiled plan, as
+sqlglot trees rendered as Spark SQL, run on a SparkSession; sums are taken over DECIMAL(38, 0) so they
 stay exact. pyspark is imported only inside the functions that need it.
 
 Usage (needs pyspark and Java)::
@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import EngineError
 from ..query.relational import EnginePlan, ExactResult
 from .base import TableSource, result_from_rows
-from .sqlgen import plan_sql, to_spark
+from .sqlgen import plan_sql
 
 __all__ = ["SparkEngine", "local_session", "spark_schema"]
 
@@ -108,8 +108,7 @@ class SparkEngine:
 
     def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]:
         """The Spark SQL statements for ``plan`` (for ``explain``)."""
-        main, hists = plan_sql(plan, salt, self.views)
-        return to_spark(main), [to_spark(h) for h in hists]
+        return plan_sql(plan, salt, self.views, dialect="spark")
 
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
         main, hists = self.sql(plan, salt)

@@ -1,30 +1,51 @@
-"""SQL generation: a compiled :class:`~statcurator.query.relational.EnginePlan` as SQL text.
+"""SQL generation: a compiled :class:`~statcurator.query.relational.EnginePlan` as sqlglot
+expression trees, rendered in each engine's dialect.
 
-The SQL is written once, in DuckDB's dialect, and transpiled with sqlglot for Spark (with
-one rewrite: sums are taken over ``DECIMAL(38, 0)``, because Spark's BIGINT sums overflow
-where DuckDB's widen to HUGEINT). The statement has the shape::
+Statements are built as sqlglot trees, never as strings that are parsed again, so that
+quoting, escaping and the dialect (DuckDB, Spark) are the library's job. Spark gets one
+rewrite: sums are taken over ``DECIMAL(38, 0)``, because Spark's BIGINT sums overflow where
+DuckDB's widen to HUGEINT. The statement has the shape::
 
-    WITH src AS (SELECT keys AS k0.., unit AS __u, quantized inputs AS q0..,
-                        non-null flags AS n0.. FROM table [JOIN public ...]
-                 WHERE filter AND keys in their public key sets),
-         [grp: DENSE_RANK of md5(salt|unit|keys) per unit <= max_groups,]
-         [bnd: ROW_NUMBER of md5(salt|unit|keys|q..|n..) per unit <= max_rows]
-    SELECT k0.., COUNT(*), SUM(q0), SUM(2*q0 - c), ... FROM bnd GROUP BY k0..
+    WITH __sc_src AS (SELECT keys AS k0.., unit AS __u, quantized inputs AS q0..,
+                             non-null flags AS n0.. FROM table [JOIN public ...]
+                      WHERE filter AND keys in their public key sets),
+         [__sc_grp: DENSE_RANK() OVER (PARTITION BY __u ORDER BY md5(salt, unit, keys),
+                                       k0, k1, ...) per unit <= max_groups,]
+         [__sc_rnk: ROW_NUMBER() OVER (PARTITION BY __u ORDER BY md5(salt, unit, keys, q..,
+                                       n..)) per unit <= max_rows]
+    SELECT k0.., COUNT(*), SUM(q0), SUM(2*q0 - c), ... FROM __sc_bnd GROUP BY k0..
 
 and one more statement per histogram: ``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
 Every real value is clamped in double precision and rounded with ``FLOOR(x·2^k + 0.5)``,
 exact for the |x·2^k| <= 2^30 the compiler guarantees, so DuckDB, Spark and Python agree.
+
+**Group identity in contribution bounding.** A person may keep at most ``max_groups``
+groups. The groups are ranked by a salted hash (a fresh random order per release), and the
+hash is computed over an *unambiguous* encoding of the key values (:func:`encoded`): each
+field is ``N`` for NULL or ``V<length>:<text>`` otherwise, so no choice of key expressions
+can make two different key tuples render alike (``'~'`` is not NULL, ``('x|y', 'z')`` is
+not ``('x', 'y|z')``). That makes the ranking identical on every engine. It is not what
+makes the bound hold, though: ``DENSE_RANK`` orders by the hash *and then by the key values
+themselves*, so rows of two different groups are never peers and never share a rank, even
+if their hashes collided. Peers under ``ORDER BY`` equality are equal under ``GROUP BY``
+equality (both treat NULLs as equal, NaN as equal to NaN and -0.0 as 0.0), so the rows of
+ranks ``1..max_groups`` fall in at most ``max_groups`` groups — whatever the keys are.
 
 >>> from statcurator.query.expr import Col, Compare, Lit
 >>> expr_sql(Compare(">=", Col("age", "t"), Lit(18)))
 '("t"."age" >= 18)'
 >>> expr_sql(Lit(0.1))
 "CAST('0.1' AS DOUBLE)"
+>>> expr_sql(Lit("it's"), dialect="spark")
+"'it\\\\'s'"
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from sqlglot import exp
 
 from ..query.expr import (
     And,
@@ -45,128 +66,231 @@ from ..query.expr import (
 )
 from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, Quantized
-from .base import HASH_SEPARATOR, NULL_TEXT
 
-__all__ = ["expr_sql", "plan_sql", "to_spark", "quote"]
+__all__ = ["expr_sql", "plan_sql", "plan_statements", "render", "to_spark", "quote",
+           "encoded", "quantized_sql", "NULL_CODE"]
 
+#: The encoding of a NULL field in hashed text: no encoded value equals it, because every
+#: non-NULL field starts with ``V``.
+NULL_CODE = "N"
+
+_SRC, _GRP, _RNK, _BND, _KEPT = "__sc_src", "__sc_grp", "__sc_rnk", "__sc_bnd", "__sc_kept"
+
+
+# -- small tree builders -------------------------------------------------------------------
 
 def quote(name: str) -> str:
+    """A double-quoted SQL identifier (DuckDB dialect), for the few statements engines
+    write by hand (views over registered files).
+
+    >>> quote('we"ird')
+    '"we""ird"'
+    """
     return '"' + name.replace('"', '""') + '"'
 
 
-def _string(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
+def _ident(name: str) -> exp.Identifier:
+    return exp.Identifier(this=name, quoted=True)
 
 
-def _double(x: Any) -> str:
-    return f"CAST('{float(x)!r}' AS DOUBLE)"
+def _col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=_ident(name), table=_ident(table) if table else None)
 
 
-def _number(x: Any) -> str:
+def _ref(name: str) -> exp.Column:
+    """An unquoted reference to a generated column (k0, q1, __u, ...)."""
+    return exp.Column(this=exp.Identifier(this=name, quoted=False))
+
+
+def _paren(e: exp.Expression) -> exp.Paren:
+    return exp.Paren(this=e)
+
+
+def _cast(e: exp.Expression, to: str) -> exp.Cast:
+    return exp.Cast(this=e, to=exp.DataType.build(to))
+
+
+def _double(x: Any) -> exp.Cast:
+    return _cast(exp.Literal.string(repr(float(x))), "DOUBLE")
+
+
+def _int(x: int) -> exp.Expression:
+    lit = exp.Literal.number(abs(int(x)))
+    return exp.Neg(this=lit) if x < 0 else lit
+
+
+def _number(x: Any) -> exp.Expression:
     if isinstance(x, bool):
-        return "TRUE" if x else "FALSE"
+        return exp.Boolean(this=x)
     if isinstance(x, int):
-        return str(x)
+        return _int(x)
     return _double(x)
 
 
-def literal(v: Any) -> str:
+def literal(v: Any) -> exp.Expression:
+    """A typed SQL literal: NULL, string, boolean, integer or DOUBLE."""
     if v is None:
-        return "NULL"
+        return exp.Null()
     if isinstance(v, str):
-        return _string(v)
+        return exp.Literal.string(v)
     return _number(v)
 
 
-def expr_sql(e: Expr) -> str:
-    """Render a row-level expression (DuckDB dialect)."""
+def _and(terms: Sequence[exp.Expression]) -> exp.Expression:
+    out = terms[0]
+    for t in terms[1:]:
+        out = exp.And(this=out, expression=t)
+    return _paren(out)
+
+
+def _or(terms: Sequence[exp.Expression]) -> exp.Expression:
+    out = terms[0]
+    for t in terms[1:]:
+        out = exp.Or(this=out, expression=t)
+    return _paren(out)
+
+
+# LEAST/GREATEST skip NULLs in DuckDB and Spark alike (our arguments are never NULL there)
+def _least(a: exp.Expression, b: exp.Expression) -> exp.Least:
+    return exp.Least(this=a, expressions=[b], ignore_nulls=True)
+
+
+def _greatest(a: exp.Expression, b: exp.Expression) -> exp.Greatest:
+    return exp.Greatest(this=a, expressions=[b], ignore_nulls=True)
+
+
+def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]],
+          default: exp.Expression | None = None) -> exp.Paren:
+    return _paren(exp.Case(ifs=[exp.If(this=c, true=v) for c, v in whens], default=default))
+
+
+def _is_null(e: exp.Expression) -> exp.Is:
+    return exp.Is(this=e, expression=exp.Null())
+
+
+_COMPARE: dict[str, type[exp.Expression]] = {
+    "=": exp.EQ, "<>": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_ARITH: dict[str, type[exp.Expression]] = {
+    "+": exp.Add, "-": exp.Sub, "*": exp.Mul, "/": exp.Div}
+
+
+# -- row-level expressions -----------------------------------------------------------------
+
+def expr_tree(e: Expr) -> exp.Expression:
+    """A row-level expression of the plan IR as a sqlglot tree (SQL semantics)."""
     if isinstance(e, Col):
-        return (f"{quote(e.table)}." if e.table else "") + quote(e.name)
+        return _col(e.name, e.table)
     if isinstance(e, Lit):
         return literal(e.value)
     if isinstance(e, Compare):
-        return f"({expr_sql(e.left)} {e.op} {expr_sql(e.right)})"
+        return _paren(_COMPARE[e.op](this=expr_tree(e.left), expression=expr_tree(e.right)))
     if isinstance(e, InList):
         # NULL in the list keeps SQL's meaning (TRUE on a match, else NULL), as in the memory engine
-        neg = "NOT " if e.negated else ""
-        return f"({expr_sql(e.expr)} {neg}IN ({', '.join(literal(v.value) for v in e.values)}))"
+        test = exp.In(this=expr_tree(e.expr), expressions=[literal(v.value) for v in e.values])
+        return _paren(exp.Not(this=test) if e.negated else test)
     if isinstance(e, Between):
-        neg = "NOT " if e.negated else ""
-        return f"({expr_sql(e.expr)} {neg}BETWEEN {expr_sql(e.low)} AND {expr_sql(e.high)})"
+        test = exp.Between(this=expr_tree(e.expr), low=expr_tree(e.low), high=expr_tree(e.high))
+        return _paren(exp.Not(this=test) if e.negated else test)
     if isinstance(e, And):
-        return "(" + " AND ".join(expr_sql(t) for t in e.terms) + ")"
+        return _and([expr_tree(t) for t in e.terms])
     if isinstance(e, Or):
-        return "(" + " OR ".join(expr_sql(t) for t in e.terms) + ")"
+        return _or([expr_tree(t) for t in e.terms])
     if isinstance(e, Not):
-        return f"(NOT {expr_sql(e.expr)})"
+        return _paren(exp.Not(this=expr_tree(e.expr)))
     if isinstance(e, IsNull):
-        return f"({expr_sql(e.expr)} IS {'NOT ' if e.negated else ''}NULL)"
+        test = _is_null(expr_tree(e.expr))
+        return _paren(exp.Not(this=test) if e.negated else test)
     if isinstance(e, Case):
-        body = " ".join(f"WHEN {expr_sql(c)} THEN {expr_sql(v)}" for c, v in e.whens)
-        tail = f" ELSE {expr_sql(e.default)}" if e.default is not None else ""
-        return f"(CASE {body}{tail} END)"
+        return _case([(expr_tree(c), expr_tree(v)) for c, v in e.whens],
+                     expr_tree(e.default) if e.default is not None else None)
     if isinstance(e, Arith):
-        right = f"CAST({expr_sql(e.right)} AS DOUBLE)"
+        right: exp.Expression = _cast(expr_tree(e.right), "DOUBLE")
         if e.op == "/":  # x / 0 is NULL everywhere: DuckDB gives ±inf, Spark (ANSI) an error
-            right = f"NULLIF({right}, CAST('0.0' AS DOUBLE))"
-        return f"(CAST({expr_sql(e.left)} AS DOUBLE) {e.op} {right})"
+            right = exp.Nullif(this=right, expression=_double(0.0))
+        return _paren(_ARITH[e.op](this=_cast(expr_tree(e.left), "DOUBLE"), expression=right))
     if isinstance(e, Neg):
-        return f"(-CAST({expr_sql(e.expr)} AS DOUBLE))"
+        return _paren(exp.Neg(this=_cast(expr_tree(e.expr), "DOUBLE")))
     if isinstance(e, Bin):
-        x = expr_sql(e.expr)
+        x = expr_tree(e.expr)
         labels = e.labels()
-        parts = [f"WHEN {x} IS NULL THEN NULL", f"WHEN {x} < {_number(e.edges[0])} THEN NULL"]
+        whens: list[tuple[exp.Expression, exp.Expression]] = [
+            (_is_null(x.copy()), exp.Null()),
+            (exp.LT(this=x.copy(), expression=_number(e.edges[0])), exp.Null())]
         for i in range(1, len(e.edges)):
-            op = "<=" if i == len(e.edges) - 1 else "<"
-            parts.append(f"WHEN {x} {op} {_number(e.edges[i])} THEN {_string(labels[i - 1])}")
-        return "(CASE " + " ".join(parts) + " ELSE NULL END)"
+            op = exp.LTE if i == len(e.edges) - 1 else exp.LT
+            whens.append((op(this=x.copy(), expression=_number(e.edges[i])),
+                          exp.Literal.string(labels[i - 1])))
+        return _case(whens, exp.Null())
     if isinstance(e, WidthBucket):
-        x = expr_sql(e.expr)
+        x = expr_tree(e.expr)
         width = float(e.high) - float(e.low)
-        body = (f"CAST(FLOOR(((CAST({x} AS DOUBLE) - {_double(e.low)}) * {_double(e.count)}) "
-                f"/ {_double(width)}) AS BIGINT) + 1")
-        return (f"(CASE WHEN {x} IS NULL THEN NULL WHEN {x} < {_number(e.low)} THEN 0 "
-                f"WHEN {x} >= {_number(e.high)} THEN {e.count + 1} "
-                f"ELSE LEAST({body}, {e.count}) END)")
+        scaled = exp.Div(this=_paren(exp.Mul(
+            this=_paren(exp.Sub(this=_cast(x.copy(), "DOUBLE"), expression=_double(e.low))),
+            expression=_double(e.count))), expression=_double(width))
+        body = exp.Add(this=_cast(exp.Floor(this=scaled), "BIGINT"), expression=_int(1))
+        return _case([(_is_null(x.copy()), exp.Null()),
+                      (exp.LT(this=x.copy(), expression=_number(e.low)), _int(0)),
+                      (exp.GTE(this=x.copy(), expression=_number(e.high)), _int(e.count + 1))],
+                     _least(body, _int(e.count)))
     raise TypeError(f"cannot render {e!r} as SQL")  # pragma: no cover
 
 
-def quantized_sql(q: Quantized) -> str:
+def expr_sql(e: Expr, dialect: str = "duckdb") -> str:
+    """Render a row-level expression in ``dialect`` (for explanations and tests)."""
+    return expr_tree(e).sql(dialect=dialect)
+
+
+def quantized_sql(q: Quantized) -> exp.Expression:
     """The per-row grid integer of a quantized input (NULL for NULL and NaN)."""
-    x = expr_sql(q.expr)
+    x = expr_tree(q.expr)
     if q.integral:
-        return (f"(CASE WHEN {x} IS NULL THEN NULL "
-                f"ELSE CAST(LEAST(GREATEST({x}, {q.lq}), {q.uq}) AS BIGINT) END)")
-    nan = f" OR isnan(CAST({x} AS DOUBLE))" if q.real else ""
-    clamped = (f"LEAST(GREATEST(CAST({x} AS DOUBLE), {_double(q.low_double())}), "
-               f"{_double(q.high_double())})")
-    return (f"(CASE WHEN {x} IS NULL{nan} THEN NULL "
-            f"ELSE CAST(FLOOR({clamped} * {_double(q.step_double())} + {_double(0.5)}) AS BIGINT) END)")
+        clamped = _cast(_least(_greatest(x.copy(), _int(q.lq)), _int(q.uq)), "BIGINT")
+        return _case([(_is_null(x), exp.Null())], clamped)
+    missing: exp.Expression = _is_null(x.copy())
+    if q.real:
+        missing = exp.Or(this=missing, expression=exp.IsNan(this=_cast(x.copy(), "DOUBLE")))
+    clamped = _least(_greatest(_cast(x.copy(), "DOUBLE"), _double(q.low_double())),
+                     _double(q.high_double()))
+    rounded = exp.Floor(this=exp.Add(this=exp.Mul(this=clamped, expression=_double(q.step_double())),
+                                     expression=_double(0.5)))
+    return _case([(missing, exp.Null())], _cast(rounded, "BIGINT"))
 
 
-def relation_sql(rel: Relation, names: dict[str, str] | None = None) -> tuple[str, list[str]]:
-    """``FROM`` text and the WHERE predicates (filters hoisted above the joins).
+# -- the relation --------------------------------------------------------------------------
 
-    ``names`` maps registered table names to the engine's own names (Spark views)."""
-    preds: list[str] = []
+def relation_tree(rel: Relation, names: dict[str, str] | None = None
+                  ) -> tuple[exp.Select, list[exp.Expression]]:
+    """A ``SELECT`` with the ``FROM``/``JOIN`` of the relation, and its WHERE predicates
+    (filters hoisted above the joins). ``names`` maps registered table names to the engine's
+    own names (Spark views)."""
+    preds: list[exp.Expression] = []
     names = names or {}
+    select = exp.Select()
 
-    def walk(r: Relation) -> str:
+    def table(scan: Scan) -> exp.Table:
+        return exp.Table(this=_ident(names.get(scan.table, scan.table)),
+                         alias=exp.TableAlias(this=_ident(scan.alias)))
+
+    def walk(r: Relation) -> None:
+        nonlocal select
         if isinstance(r, Scan):
-            return f"{quote(names.get(r.table, r.table))} AS {quote(r.alias)}"
-        if isinstance(r, Filter):
-            inner = walk(r.input)
-            preds.append(expr_sql(r.predicate))
-            return inner
-        if isinstance(r, Join):
-            left = walk(r.left)
-            on = " AND ".join(f"{expr_sql(a)} = {expr_sql(b)}" for a, b in r.on)
-            kw = "LEFT JOIN" if r.kind == "left" else "JOIN"
-            right = quote(names.get(r.right.table, r.right.table))
-            return f"{left} {kw} {right} AS {quote(r.right.alias)} ON {on}"
-        raise TypeError(f"unknown relation {r!r}")  # pragma: no cover
+            select = select.from_(table(r))
+        elif isinstance(r, Filter):
+            walk(r.input)
+            preds.append(expr_tree(r.predicate))
+        elif isinstance(r, Join):
+            walk(r.left)
+            on = [exp.EQ(this=expr_tree(a), expression=expr_tree(b)) for a, b in r.on]
+            cond = on[0]
+            for c in on[1:]:
+                cond = exp.And(this=cond, expression=c)
+            select = select.join(table(r.right), on=cond,
+                                 join_type="LEFT" if r.kind == "left" else None)
+        else:  # pragma: no cover
+            raise TypeError(f"unknown relation {r!r}")
 
-    return walk(rel), preds
+    walk(rel)
+    return select, preds
 
 
 def restrict_in_sql(plan: EnginePlan) -> bool:
@@ -180,111 +304,196 @@ def restrict_in_sql(plan: EnginePlan) -> bool:
     return plan.bounding is not None
 
 
-def _key_filter(expr: str, values: tuple[Any, ...]) -> str:
+def _key_filter(key: exp.Expression, values: tuple[Any, ...]) -> exp.Expression:
     vals = [v for v in values if v is not None]
-    parts = []
+    parts: list[exp.Expression] = []
     if vals:
-        parts.append(f"{expr} IN ({', '.join(literal(v) for v in vals)})")
+        parts.append(exp.In(this=key.copy(), expressions=[literal(v) for v in vals]))
     if len(vals) != len(values):
-        parts.append(f"{expr} IS NULL")
-    return "(" + " OR ".join(parts) + ")" if parts else "FALSE"
+        parts.append(_is_null(key.copy()))
+    return _or(parts) if parts else exp.false()
 
 
-def _text(col: str) -> str:
-    return f"COALESCE(CAST({col} AS VARCHAR), '{NULL_TEXT}')"
+def encoded(text: exp.Expression) -> exp.Expression:
+    """The unambiguous encoding of one hashed field: ``N`` for NULL, else
+    ``V<number of characters>:<text>`` (see the module docs). A concatenation of encoded
+    fields decodes in one way only, so distinct key tuples never hash alike.
+
+    >>> encoded(exp.column("x")).sql()
+    "CASE WHEN x IS NULL THEN 'N' ELSE 'V' || CAST(LENGTH(x) AS VARCHAR) || ':' || x END"
+    """
+    body = exp.DPipe(this=exp.DPipe(this=exp.DPipe(
+        this=exp.Literal.string("V"), expression=_cast(exp.Length(this=text.copy()), "VARCHAR")),
+        expression=exp.Literal.string(":")), expression=text.copy())
+    return exp.Case(ifs=[exp.If(this=_is_null(text.copy()), true=exp.Literal.string(NULL_CODE))],
+                    default=body)
 
 
-def plan_sql(plan: EnginePlan, salt: str,
-             names: dict[str, str] | None = None) -> tuple[str, list[str]]:
-    """The main statement and one statement per histogram (DuckDB dialect)."""
+def _field_text(e: exp.Expression, real: bool) -> exp.Expression:
+    """The text of a hashed field; real values as the text of a DOUBLE with -0.0 made 0.0
+    (``x + 0.0``), so one group hashes alike however its key was computed."""
+    if real:
+        e = exp.Add(this=_cast(e, "DOUBLE"), expression=_double(0.0))
+    return _cast(e, "VARCHAR")
+
+
+def _hash(salt: str, fields: Sequence[exp.Expression]) -> exp.Expression:
+    out: exp.Expression = exp.Literal.string(salt)
+    for f in fields:
+        out = exp.DPipe(this=out, expression=encoded(f))
+    return exp.MD5(this=out)
+
+
+def _window(func: exp.Expression, order: Sequence[exp.Expression]) -> exp.Window:
+    return exp.Window(this=func, partition_by=[_ref("__u")], order=exp.Order(
+        expressions=[exp.Ordered(this=o, nulls_first=False) for o in order]))
+
+
+def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = None
+                    ) -> tuple[exp.Select, list[exp.Select]]:
+    """The main statement and one statement per histogram, as sqlglot trees."""
     if not salt or not all(c in "0123456789abcdef" for c in salt):
         raise ValueError("the salt must be lowercase hexadecimal")
-    frm, preds = relation_sql(plan.relation, names)
+    select, preds = relation_tree(plan.relation, names)
     inputs = plan.quantized_inputs()
     qname = {q: f"q{i}" for i, q in enumerate(inputs)}
     nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
-    cols = [f"{expr_sql(k.expr)} AS k{i}" for i, k in enumerate(plan.keys)]
+    cols: list[exp.Expression] = [exp.alias_(expr_tree(k.expr), f"k{i}")
+                                  for i, k in enumerate(plan.keys)]
     if plan.bounding is not None:
-        cols.append(f"{expr_sql(plan.bounding.unit)} AS __u")
-    cols += [f"{quantized_sql(q)} AS {qname[q]}" for q in inputs]
-    cols += [f"(CASE WHEN {expr_sql(e)} IS NULL THEN 0 ELSE 1 END) AS n{i}"  # type: ignore[arg-type]
+        cols.append(exp.alias_(expr_tree(plan.bounding.unit), "__u"))
+    cols += [exp.alias_(quantized_sql(q), qname[q]) for q in inputs]
+    cols += [exp.alias_(_case([(_is_null(expr_tree(e)), _int(0))], _int(1)), f"n{i}")  # type: ignore[arg-type]
              for i, e in enumerate(nonnull)]
     if not cols:
-        cols = ["1 AS __one"]
+        cols = [exp.alias_(_int(1), "__one")]
     if restrict_in_sql(plan):
         for k, vals in zip(plan.keys, plan.key_values, strict=True):
             if vals is not None:
-                preds.append(_key_filter(expr_sql(k.expr), vals))
-    where = (" WHERE " + " AND ".join(preds)) if preds else ""
-    ctes = [f"src AS (SELECT {', '.join(cols)} FROM {frm}{where})"]
-    source = "src"
+                preds.append(_key_filter(expr_tree(k.expr), vals))
+    src = select.select(*cols)
+    if preds:
+        src = src.where(_and(preds) if len(preds) > 1 else preds[0])
+    ctes: list[tuple[str, exp.Expression]] = [(_SRC, src)]
+    source: exp.Expression = exp.Table(this=exp.Identifier(this=_SRC))
     keys = [f"k{i}" for i in range(len(plan.keys))]
     b = plan.bounding
     if b is not None:
-        sep = f"'{HASH_SEPARATOR}'"
         real = plan.real_keys or (False,) * len(keys)
-        ktext = [_text(f"CAST({k} AS DOUBLE)" if r else k) for k, r in zip(keys, real, strict=True)]
-        head = f"'{salt}' || {sep} || {_text('CAST(__u AS DOUBLE)' if plan.real_unit else '__u')}"
+        ktext = [_field_text(_ref(k), r) for k, r in zip(keys, real, strict=True)]
+        unit = _field_text(_ref("__u"), plan.real_unit)
         if b.max_groups is not None and keys:
-            gtext = " || ".join([head] + [f"{sep} || {t}" for t in ktext])
-            ctes.append(f"grp AS (SELECT *, DENSE_RANK() OVER (PARTITION BY __u ORDER BY "
-                        f"md5({gtext})) AS __g FROM src)")
-            source = f"(SELECT * FROM grp WHERE __g <= {b.max_groups}) AS kept"
-        fields = ktext + [_text(f) for f in [qname[q] for q in inputs]
-                          + [f"n{i}" for i in range(len(nonnull))]]
-        rtext = " || ".join([head] + [f"{sep} || {f}" for f in fields])
-        ctes.append(f"rnk AS (SELECT *, ROW_NUMBER() OVER (PARTITION BY __u ORDER BY "
-                    f"md5({rtext})) AS __r FROM {source})")
-        ctes.append(f"bnd AS (SELECT * FROM rnk WHERE __r <= {b.max_rows})")
-        source = "bnd"
-    aggs = []
+            # ranked by the salted hash, ties broken on the keys themselves (module docs)
+            order = [_hash(salt, [unit, *ktext]), *(_ref(k) for k in keys)]
+            ctes.append((_GRP, exp.select(exp.Star(), exp.alias_(
+                _window(exp.DenseRank(), order), "__g")).from_(_SRC)))
+            source = exp.select(exp.Star()).from_(_GRP).where(
+                exp.LTE(this=_ref("__g"), expression=_int(b.max_groups))).subquery(_KEPT)
+        fields = [unit, *ktext, *(_cast(_ref(qname[q]), "VARCHAR") for q in inputs),
+                  *(_cast(_ref(f"n{i}"), "VARCHAR") for i in range(len(nonnull)))]
+        ctes.append((_RNK, exp.select(exp.Star(), exp.alias_(
+            _window(exp.RowNumber(), [_hash(salt, fields)]), "__r")).from_(source)))
+        ctes.append((_BND, exp.select(exp.Star()).from_(_RNK).where(
+            exp.LTE(this=_ref("__r"), expression=_int(b.max_rows)))))
+        source = exp.Table(this=exp.Identifier(this=_BND))
+    aggs: list[exp.Expression] = []
     nn_index = {id(e): i for i, e in enumerate(nonnull)}
     for i, t in enumerate(plan.terms):
-        if t.kind == "rows":
-            a = "COUNT(*)"
-        elif t.kind == "nonnull":
-            a = f"SUM(n{nn_index[id(t.input)]})"
-        elif t.kind == "units":
-            a = "COUNT(DISTINCT __u)"
-        else:
-            q = qname[t.input]  # type: ignore[index]
-            c = f"CAST({t.input.center} AS DECIMAL(38, 0))"  # type: ignore[union-attr]
-            # centred sums from raw moments (exact integer algebra, one pass, no overflow:
-            # |q| <= 2^30, so q*q fits in 64 bits and the sums widen to 128)
-            a = {"valid": f"COUNT({q})", "sum": f"SUM({q})",
-                 "centered": f"(2 * SUM({q}) - {c} * COUNT({q}))",
-                 "centered_sq": f"(4 * SUM({q} * {q}) - 4 * {c} * SUM({q}) "
-                                f"+ {c} * {c} * COUNT({q}))"}[t.kind]
-        aggs.append(f"{a} AS t{i}")
-    with_clause = "WITH " + ", ".join(ctes) + " "
-    group = (" GROUP BY " + ", ".join(keys)) if keys else ""
-    select = ", ".join(keys + aggs) if aggs else ", ".join(keys + ["COUNT(*) AS t_"])
-    main = f"{with_clause}SELECT {select} FROM {source}{group}"
+        aggs.append(exp.alias_(_term(t, qname, nn_index), f"t{i}"))
+    key_refs = [_ref(k) for k in keys]
+    if not aggs:
+        aggs = [exp.alias_(exp.Count(this=exp.Star()), "t_")]
+
+    def with_ctes(stmt: exp.Select) -> exp.Select:
+        for name, body in ctes:
+            stmt = stmt.with_(name, as_=body.copy())
+        return stmt
+
+    main = exp.select(*key_refs, *aggs).from_(source.copy())
+    if keys:
+        main = main.group_by(*(k.copy() for k in key_refs))
     hists = []
     for h in plan.histograms:
-        q = qname[h.input]
+        q = _ref(qname[h.input])
+        off = _paren(exp.Sub(this=q.copy(), expression=_paren(_int(h.input.lq))))
         if h.per_point:
-            bexpr = f"({q} - ({h.input.lq}))"
+            bexpr: exp.Expression = off
         else:
             span = h.input.uq - h.input.lq
-            bexpr = f"LEAST((({q} - ({h.input.lq})) * {h.bins}) // {span}, {h.bins - 1})"
-        sel = ", ".join(keys + [f"{bexpr} AS __bin", "COUNT(*) AS __n"])
-        grp = ", ".join(keys + ["__bin"])
-        hists.append(f"{with_clause}SELECT {sel} FROM {source} WHERE {q} IS NOT NULL GROUP BY {grp}")
-    return main, hists
+            bexpr = _least(exp.IntDiv(this=_paren(exp.Mul(this=off, expression=_int(h.bins))),
+                                      expression=_int(span)), _int(h.bins - 1))
+        stmt = (exp.select(*(k.copy() for k in key_refs), exp.alias_(bexpr, "__bin"),
+                           exp.alias_(exp.Count(this=exp.Star()), "__n"))
+                .from_(source.copy()).where(exp.Not(this=_is_null(q.copy())))
+                .group_by(*(k.copy() for k in key_refs), _ref("__bin")))
+        hists.append(with_ctes(stmt))
+    return with_ctes(main), hists
+
+
+def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.Expression:
+    if t.kind == "rows":
+        return exp.Count(this=exp.Star())
+    if t.kind == "nonnull":
+        return exp.Sum(this=_ref(f"n{nn_index[id(t.input)]}"))
+    if t.kind == "units":
+        return exp.Count(this=exp.Distinct(expressions=[_ref("__u")]))
+    q = _ref(qname[t.input])
+    c = _cast(_int(t.input.center), "DECIMAL(38, 0)")
+    count = exp.Count(this=q.copy())
+    total = exp.Sum(this=q.copy())
+    # centred sums from raw moments (exact integer algebra, one pass, no overflow:
+    # |q| <= 2^30, so q*q fits in 64 bits and the sums widen to 128)
+    if t.kind == "valid":
+        return count
+    if t.kind == "sum":
+        return total
+    if t.kind == "centered":
+        return _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=total),
+                              expression=exp.Mul(this=c, expression=count)))
+    if t.kind == "centered_sq":
+        squares = exp.Sum(this=exp.Mul(this=q.copy(), expression=q.copy()))
+        return _paren(exp.Add(
+            this=exp.Sub(this=exp.Mul(this=_int(4), expression=squares),
+                         expression=exp.Mul(this=exp.Mul(this=_int(4), expression=c.copy()),
+                                            expression=total)),
+            expression=exp.Mul(this=exp.Mul(this=c.copy(), expression=c.copy()),
+                               expression=count)))
+    raise TypeError(f"unknown term kind {t.kind!r}")  # pragma: no cover
+
+
+def _widen_sums(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Sum) and not isinstance(node.this, exp.Cast):
+        return exp.Sum(this=_cast(node.this.copy(), "DECIMAL(38, 0)"))
+    return node
+
+
+_DIALECT_REWRITES: dict[str, Callable[[exp.Expression], exp.Expression]] = {
+    "spark": _widen_sums}
+
+
+def render(tree: exp.Expression, dialect: str = "duckdb") -> str:
+    """A statement tree as SQL text in ``dialect`` (Spark: sums over DECIMAL(38, 0))."""
+    rewrite = _DIALECT_REWRITES.get(dialect)
+    if rewrite is not None:
+        tree = tree.transform(rewrite)
+    return tree.sql(dialect=dialect)
+
+
+def plan_sql(plan: EnginePlan, salt: str, names: dict[str, str] | None = None,
+             dialect: str = "duckdb") -> tuple[str, list[str]]:
+    """The main statement and one statement per histogram, as SQL text in ``dialect``."""
+    main, hists = plan_statements(plan, salt, names)
+    return render(main, dialect), [render(h, dialect) for h in hists]
 
 
 def to_spark(sql: str) -> str:
-    """Transpile DuckDB SQL to Spark SQL with sqlglot; sums go over DECIMAL(38, 0)."""
+    """Transpile DuckDB SQL text to Spark SQL with sqlglot; sums go over DECIMAL(38, 0).
+
+    Used only for SQL that exists as text; plans are rendered from their trees.
+
+    >>> to_spark("SELECT SUM(x) FROM t")
+    'SELECT SUM(CAST(x AS DECIMAL(38, 0))) FROM t'
+    """
     import sqlglot
-    from sqlglot import exp
 
-    tree = sqlglot.parse_one(sql, read="duckdb")
-
-    def widen(node: Any) -> Any:
-        if isinstance(node, exp.Sum) and not isinstance(node.this, exp.Cast):
-            return exp.Sum(this=exp.Cast(this=node.this.copy(),
-                                         to=exp.DataType.build("DECIMAL(38, 0)")))
-        return node
-
-    return tree.transform(widen).sql(dialect="spark")
+    return render(sqlglot.parse_one(sql, read="duckdb"), "spark")

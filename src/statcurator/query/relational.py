@@ -144,11 +144,14 @@ class Bounding:
     """Contribution bounding per privacy unit.
 
     Within each unit (rows sharing ``unit``; NULL ids form one unit) keep at most
-    ``max_groups`` groups, chosen by the MD5 of (salt, unit, group key), then at most
-    ``max_rows`` rows, chosen by the MD5 of (salt, unit, everything the aggregation reads
-    from the row). The salt is secret and fresh for every release, so the choice is random
-    (not by data order) yet identical on every engine; rows with equal hashes are identical
-    in everything the aggregates read, so which one is kept does not matter.
+    ``max_groups`` groups, ranked by the MD5 of (salt, unit, group key) with ties broken on
+    the key values themselves — so distinct groups never share a rank, whatever their
+    hashes —, then at most ``max_rows`` rows, ranked by the MD5 of (salt, unit, everything
+    the aggregation reads from the row). Hashed fields are encoded unambiguously (see
+    :mod:`statcurator.engines.sqlgen`). The salt is secret and fresh for every release, so
+    the choice is random (not by data order) yet identical on every engine; rows with equal
+    hashes are identical in everything the aggregates read, so which one is kept does not
+    matter.
     """
 
     unit: Col
