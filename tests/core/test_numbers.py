@@ -58,19 +58,43 @@ def test_strings_are_parsed_exactly_when_allowed() -> None:
             exact(bad, "epsilon", strings=True)
 
 
-@pytest.mark.parametrize("bad", [5e-324, 1e-310, -2.2e-308 / 3, sys.float_info.min / 2])
-def test_subnormal_floats_are_refused(bad: float) -> None:
-    with pytest.raises(InvalidParameterError, match="subnormal"):
+@pytest.mark.parametrize("bad", [5e-324, 1e-310, 2.2e-308 / 3, sys.float_info.min / 2])
+def test_subnormal_floats_are_refused_as_too_small(bad: float) -> None:
+    with pytest.raises(InvalidParameterError, match="too small"):
         exact(bad, "epsilon")
 
 
-def test_smallest_normal_float_is_accepted_but_absurd_precision_is_not() -> None:
-    # the smallest normal float reads as a decimal with a huge exponent: refused as absurd
-    with pytest.raises(InvalidParameterError, match="absurd"):
-        exact(sys.float_info.min, "epsilon")
-    with pytest.raises(InvalidParameterError, match="absurd"):
-        exact(Fraction(1, 2**(MAX_BITS + 1)), "epsilon")
-    assert exact(1e-70, "epsilon") == Fraction(1, 10**70)
+# One rule for every numeric type (issue 7, finding 5): the same number is accepted or
+# refused whatever type it arrives as, and the message names the real problem and the range.
+SAME_NUMBER = [lambda t: t, float, Decimal, lambda t: Fraction(Decimal(t)),
+               lambda t: np.float64(float(t))]
+
+
+@pytest.mark.parametrize("convert", SAME_NUMBER)
+@pytest.mark.parametrize(("text", "problem"), [("1e-300", "too small"), ("1e-78", "too small"),
+                                               ("1e78", "too large"), ("1e308", "too large")])
+def test_out_of_range_is_refused_alike_for_every_type(convert, text: str, problem: str) -> None:
+    value = convert(text)
+    kw = {"strings": True} if isinstance(value, str) else {}
+    with pytest.raises(InvalidParameterError, match=problem) as info:
+        exact(value, "epsilon", **kw)
+    message = str(info.value)
+    assert "2^-256" in message and "2^256" in message  # the accepted range is stated
+    assert len(message) < 300  # no 309-digit number quoted
+
+
+@pytest.mark.parametrize("convert", SAME_NUMBER)
+@pytest.mark.parametrize("text", ["1e-70", "1e-77", "1e70", "0.1", "123456.789"])
+def test_in_range_is_accepted_alike_for_every_type(convert, text: str) -> None:
+    value = convert(text)
+    kw = {"strings": True} if isinstance(value, str) else {}
+    assert exact(value, "epsilon", **kw) == Fraction(Decimal(text))
+
+
+def test_precision_beyond_what_a_parameter_uses_is_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="precision"):
+        exact(1 + Fraction(1, 3**400), "epsilon")
+    assert MAX_BITS >= 256
 
 
 @pytest.mark.parametrize("bad", [True, False, None, [1], {"e": 1}, object(), 1j])

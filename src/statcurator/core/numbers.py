@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import sys
 from decimal import Decimal
 from fractions import Fraction
 
@@ -41,11 +40,20 @@ __all__ = [
     "exp_upper",
     "exp_lower",
     "MAX_BITS",
+    "MIN_MAGNITUDE",
+    "MAX_MAGNITUDE",
 ]
 
-#: Numerators and denominators above this many bits are refused as absurd: no privacy
-#: parameter needs them, and unbounded rationals make arithmetic arbitrarily slow.
-MAX_BITS = 256
+#: One rule for every numeric type (int, float, Decimal, Fraction, numpy, CLI text): a
+#: non-zero parameter lies between these magnitudes, 2^-256 (≈ 8.6e-78) and 2^256
+#: (≈ 1.2e77). Beyond them no privacy parameter means anything, and arithmetic with them
+#: would be needlessly slow.
+MIN_MAGNITUDE = Fraction(1, 2**256)
+MAX_MAGNITUDE = Fraction(2**256)
+
+#: Numerators and denominators above this many bits are refused: a parameter inside the
+#: magnitude range needs at most about 150 significant decimal digits to be written down.
+MAX_BITS = 512
 
 
 def _refuse(name: str, problem: str, remedy: str) -> InvalidParameterError:
@@ -67,9 +75,12 @@ def exact(
     as their shortest decimal representation), numpy scalars of those kinds, and, only when
     ``strings=True`` (the CLI), strings such as ``"0.5"`` or ``"1/3"``.
 
-    Refused with :class:`InvalidParameterError`: NaN, ±∞, subnormal floats, booleans,
-    strings (unless allowed), values ≤ 0 when ``positive`` (or < 0 when ``allow_zero``),
-    values above ``maximum``, and rationals with more than :data:`MAX_BITS` bits.
+    Refused with :class:`InvalidParameterError`: NaN, ±∞, booleans, strings (unless
+    allowed), values ≤ 0 when ``positive`` (or < 0 when ``allow_zero``), values above
+    ``maximum``, non-zero values outside [:data:`MIN_MAGNITUDE`, :data:`MAX_MAGNITUDE`] in
+    magnitude — whatever their type: ``1e-300``, ``Decimal("1e-300")`` and
+    ``Fraction(1, 10**300)`` are all too small —, and rationals with more than
+    :data:`MAX_BITS` bits.
 
     >>> exact(2, "k")
     Fraction(2, 1)
@@ -105,24 +116,44 @@ def exact(
         f = float(value)
         if not math.isfinite(f):
             raise _refuse(name, f"must be a finite number, got {f}", remedy)
-        if f != 0.0 and abs(f) < sys.float_info.min:
-            raise _refuse(name, f"is a subnormal float ({f!r}), too small to mean anything", remedy)
         result = Fraction(repr(f))
     else:
         raise _refuse(name, f"must be a number, got {type(value).__name__}", remedy)
 
-    if result.numerator.bit_length() > MAX_BITS or result.denominator.bit_length() > MAX_BITS:
-        raise _refuse(name, f"has an absurd precision ({result})",
-                      f"round {name} to a simpler value")
     if positive:
         if allow_zero and result < 0:
             raise _refuse(name, f"must be >= 0, got {_show(result)}", remedy)
         if not allow_zero and result <= 0:
             raise _refuse(name, f"must be > 0, got {_show(result)}", remedy)
+    if result != 0:
+        size = abs(result)
+        if size < MIN_MAGNITUDE or size > MAX_MAGNITUDE:
+            problem = "too small" if size < MIN_MAGNITUDE else "too large"
+            raise _refuse(name, f"is {problem} ({_magnitude(result)}): a parameter's "
+                                f"magnitude must lie between {_RANGE}",
+                          f"pass a {name} in that range, such as {name}=1")
+        if result.numerator.bit_length() > MAX_BITS or result.denominator.bit_length() > MAX_BITS:
+            raise _refuse(name, f"has more precision than a parameter can use ({_magnitude(result)}"
+                                f" written with {result.denominator.bit_length()} bits)",
+                          f"round {name} to at most 30 significant digits")
     if maximum is not None and result > maximum:
         raise _refuse(name, f"must be <= {_show(Fraction(maximum))}, got {_show(result)}",
                       f"choose a {name} of at most {_show(Fraction(maximum))}")
     return result
+
+
+_RANGE = "2^-256 (≈8.6e-78) and 2^256 (≈1.2e77)"
+
+
+def _magnitude(x: Fraction) -> str:
+    """A short rendering of any rational, however many digits it has (≈1e-300)."""
+    sign = "-" if x < 0 else ""
+    x = abs(x)
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if -1000 < e < 1000:
+        return f"{sign}≈{float(x):.6g}"
+    exp10 = int(e * 0.30102999566398120)
+    return f"{sign}≈1e{exp10:+d}"
 
 
 def exact_probability(value: object, name: str, *, allow_zero: bool = True,
