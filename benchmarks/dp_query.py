@@ -135,11 +135,12 @@ def small(rows: int, repeat: int) -> dict:
 
 
 def _cold_compile(cur, sql: str) -> float:
+    from statcurator.query.binding import BoundQuery
     from statcurator.query.compiler import compile_query
     from statcurator.query.sql import parse_sql
 
     s = time.perf_counter()
-    compile_query(parse_sql(sql, cur.catalog), cur.catalog).bind(1)
+    BoundQuery(compile_query(parse_sql(sql, cur.catalog), cur.catalog), 1)
     return time.perf_counter() - s
 
 

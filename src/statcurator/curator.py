@@ -24,11 +24,20 @@ PureDP(epsilon=Fraction(1, 1))
 ['sex', 'n', 'n_low', 'n_high']
 >>> cur.budget("alice", "adult").remaining                  # the default budget: ε=1, δ=1e-6
 ApproxDP(epsilon=Fraction(0, 1), delta=Fraction(1, 1000000))
+>>> cur.dataset_budget("adult").remaining                   # all analysts together: ε=10
+ApproxDP(epsilon=Fraction(9, 1), delta=Fraction(1, 100000))
 
-Default budget policy: an analyst without a budget on a dataset gets ``default_budget`` the
-first time it is needed (by default ε = 1, δ = 10⁻⁶ — deliberately small; raise it with
-:meth:`Curator.set_budget`). With ``default_budget=None`` nothing is answered until the data
-owner sets a budget.
+Budget policy. Every dataset has a **dataset-wide budget**, the bound on the privacy loss of
+its data across all analysts (who may collude); every charge debits it and the analyst's own
+grant together. With the in-memory ledger (the demo), a dataset registered without
+``budget=`` gets :data:`DEFAULT_DATASET_BUDGET` (ε = 10, δ = 10⁻⁵), and an analyst without a
+grant gets ``default_budget`` (:data:`DEFAULT_BUDGET`, ε = 1, δ = 10⁻⁶) the first time one is
+needed — so any number of fresh analyst names spend at most the dataset-wide budget. With a
+persistent ledger nothing is implicit: the data owner sets each dataset's budget
+(``register(..., budget=...)``, :meth:`Curator.set_dataset_budget` or ``statcurator budget
+set``) and grants each analyst a budget (:meth:`Curator.set_budget`); an analyst without a
+grant spends nothing. Analyst names are identities normalized by
+:func:`statcurator.accounting.analyst_id` ("Alice" and "alice " are one analyst).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core.errors import (
     DataError,
@@ -51,38 +60,68 @@ from .core.measures import ApproxDP, PrivacyLoss, loss_from_parameters
 from .core.numbers import exact, round_up_decimal
 from .core.schema import Column, TableMeta
 
-__all__ = ["Curator", "Query", "DEFAULT_BUDGET"]
+if TYPE_CHECKING:
+    from .engines.base import Engine
+    from .query.binding import BoundQuery
+    from .query.release import Release
 
-#: The budget an analyst gets on a dataset the first time one is needed (see the module docs).
+__all__ = ["Curator", "Query", "DEFAULT_BUDGET", "DEFAULT_DATASET_BUDGET"]
+
+#: The grant an analyst gets on a dataset the first time one is needed, with an in-memory
+#: ledger only (see the module docs).
 DEFAULT_BUDGET: PrivacyLoss = ApproxDP(1, Fraction(1, 10**6))
+#: The dataset-wide budget of a dataset registered without ``budget=``, with an in-memory
+#: ledger only: what all analysts together may spend on it.
+DEFAULT_DATASET_BUDGET: PrivacyLoss = ApproxDP(10, Fraction(1, 10**5))
+_DEMO: Any = object()  # "the demo default with an in-memory ledger, none with a persistent one"
 
 
 class Curator:
     """A privacy-preserving curator: catalog + engine + ledger + entry points.
 
     ``engine`` is ``"duckdb"`` (default), ``"spark"``, ``"memory"`` or an engine object;
-    ``ledger`` is None (in memory), a path to a SQLite ledger file, or a ``Ledger``;
-    ``default_budget`` is the budget policy (None: budgets must be set explicitly);
+    ``ledger`` is None (in memory), a path to a SQLite ledger file, or a ``Ledger`` (for
+    PostgreSQL, ``Ledger(backend=PostgresBackend(dsn))``); ``default_budget`` is the grant an
+    analyst gets on first use and ``dataset_budget`` the dataset-wide budget of a dataset
+    registered without ``budget=`` — by default :data:`DEFAULT_BUDGET` and
+    :data:`DEFAULT_DATASET_BUDGET` with an in-memory ledger, and None (set explicitly) with
+    a persistent one, which refuses implicit grants;
     ``alpha`` is the default error rate of the released confidence intervals.
     """
 
     def __init__(self, engine: Any = "duckdb", ledger: Any = None, *,
-                 default_budget: PrivacyLoss | None = DEFAULT_BUDGET, alpha: float = 0.05,
+                 default_budget: PrivacyLoss | None = _DEMO,
+                 dataset_budget: PrivacyLoss | None = _DEMO, alpha: float = 0.05,
                  options: Any = None, **engine_options: Any) -> None:
         from .accounting import Ledger
         from .engines import get_engine
         from .query.catalog import DictCatalog
         from .query.compiler import CompileOptions
 
-        self.engine = get_engine(engine, **engine_options) if isinstance(engine, str) else engine
+        self.engine: Engine = (get_engine(engine, **engine_options) if isinstance(engine, str)
+                               else engine)
         if ledger is None or isinstance(ledger, str | Path):
             self.ledger = Ledger(None if ledger is None else str(ledger))
         else:
             self.ledger = ledger
-        if default_budget is not None and not isinstance(default_budget, PrivacyLoss):
-            raise InvalidParameterError("default_budget must be a privacy loss or None",
-                                        remedy="e.g. default_budget=sc.ApproxDP(1, 1e-6)")
+        persistent = self.ledger.persistent
+        if default_budget is _DEMO:
+            default_budget = None if persistent else DEFAULT_BUDGET
+        if dataset_budget is _DEMO:
+            dataset_budget = None if persistent else DEFAULT_DATASET_BUDGET
+        for name, value in (("default_budget", default_budget),
+                            ("dataset_budget", dataset_budget)):
+            if value is not None and not isinstance(value, PrivacyLoss):
+                raise InvalidParameterError(f"{name} must be a privacy loss or None",
+                                            remedy=f"e.g. {name}=sc.ApproxDP(1, 1e-6)")
+        if default_budget is not None and persistent:
+            raise InvalidParameterError(
+                "a persistent ledger gives no implicit budgets: default_budget must be None",
+                remedy="grant each analyst a budget with curator.set_budget(analyst, dataset, "
+                       "epsilon=...) (or `statcurator budget set --analyst A --dataset D "
+                       "--epsilon E`)")
         self.default_budget = default_budget
+        self.dataset_budget_default = dataset_budget
         self.alpha = float(alpha)
         self.options = options or CompileOptions()
         self.catalog = DictCatalog()
@@ -93,7 +132,7 @@ class Curator:
 
     # -- catalog ------------------------------------------------------------------------
     def register(self, name: str, data: Any = None, metadata: Any = None, *,
-                 separator: str | None = None) -> Any:
+                 separator: str | None = None, budget: Any = None) -> Any:
         """Register a private table under ``name``.
 
         ``data``: a :class:`~statcurator.io.dataset.Dataset` (data and metadata), a path (CSV,
@@ -103,18 +142,23 @@ class Curator:
         :class:`~statcurator.core.schema.TableMeta` (for a file ``x.csv`` a sibling
         ``x.toml`` is used when none is given). Undeclared columns have no bounds or
         categories: they can be filtered on and counted, not summed or grouped publicly.
+        ``budget``: the dataset-wide (lifetime) privacy budget of the data across all
+        analysts, a loss or a number (pure ε) — see :meth:`set_dataset_budget`; without it an
+        in-memory curator applies its ``dataset_budget`` default, and a persistent ledger keeps
+        whatever budget it holds for ``name``.
 
         >>> import pyarrow as pa
         >>> from statcurator.core.schema import Column, TableMeta
         >>> cur = Curator()
         >>> meta = TableMeta("t", (Column("x", type="real", bounds=(0, 1)),))
-        >>> cur.register("t", pa.table({"x": [0.5, 0.25]}), meta).kind("x")
+        >>> cur.register("t", pa.table({"x": [0.5, 0.25]}), meta, budget=3).kind("x")
         'real'
-        >>> cur.tables
-        ('t',)
+        >>> cur.tables, cur.dataset_budget("t").total
+        (('t',), PureDP(epsilon=Fraction(3, 1)))
         """
         from .query.catalog import TableInfo
 
+        total = None if budget is None else _loss(budget, None, None, None)
         meta, source = self._resolve(name, data, metadata, separator)
         if source is None:
             info = TableInfo.from_meta(meta, name)
@@ -132,6 +176,7 @@ class Curator:
             self.catalog.tables[name] = info
             self._data[name] = source
             self._version += 1
+        self._init_dataset_budget(name, total)
         return info
 
     def register_public(self, name: str, data: Any, metadata: Any = None) -> Any:
@@ -208,6 +253,27 @@ class Curator:
                             remedy="register it with its data to anonymize it")
         return anonymize(Dataset(name, source.to_arrow(), info.meta), *criteria, **options)
 
+    def attack(self, release: Any, attack: Any, **options: Any) -> Any:
+        """Run an attack of the lab (:mod:`statcurator.attacks`) against ``release`` and return
+        its :class:`~statcurator.attacks.Risk`.
+
+        ``release`` is what the attack reads: an anonymization result (or a list of them for
+        composition), a DP histogram release, or, for the query-interface attacks, the oracle
+        answering queries (e.g. a function releasing ``cur.sql(...)`` answers). ``options``
+        are the attack's ``run`` options (``targets``, ``truth``, ``epsilon``, ``detail``...).
+
+        >>> import statcurator as sc
+        >>> cur = Curator()
+        >>> _ = cur.register("adult", sc.datasets.adult())
+        >>> a = cur.anonymize("adult", sc.KAnonymity(10), sc.LDiversity("occupation", 5))
+        >>> b = cur.anonymize("adult", sc.KAnonymity(10), sc.LDiversity("occupation", 5),
+        ...                   algorithm="mondrian")
+        >>> risk = cur.attack(a, sc.attacks.Composition(b))
+        >>> risk.attack, risk.targets
+        ('composition', 30162)
+        """
+        return attack.run(release, **options)
+
     def _resolve(self, name: str, data: Any, metadata: Any, separator: str | None):
         from .engines import TableSource
         from .io.dataset import Dataset
@@ -269,29 +335,53 @@ class Curator:
         return Frame(self.catalog, name, alias, finish=lambda plan: Query(self, plan))
 
     # -- budgets ------------------------------------------------------------------------
-    def set_budget(self, analyst: str, dataset: str, total: PrivacyLoss | None = None, *,
-                   epsilon: Any = None, delta: Any = None, rho: Any = None) -> Any:
-        """Set ``analyst``'s total budget on ``dataset`` (a loss, or epsilon/delta/rho).
+    def set_dataset_budget(self, dataset: str, total: PrivacyLoss | None = None, *,
+                           epsilon: Any = None, delta: Any = None, rho: Any = None) -> Any:
+        """Set the dataset-wide (lifetime) budget of ``dataset``: the bound on the privacy
+        loss of its data summed over **every** analyst. Each charge debits it and the
+        analyst's grant in one transaction. It may be raised, or lowered to no less than
+        what is spent (spent budget is never refunded).
 
         >>> import statcurator as sc
         >>> cur = Curator()
         >>> _ = cur.register("adult", sc.datasets.adult())
-        >>> cur.set_budget("alice", "adult", epsilon=3).total
+        >>> cur.set_dataset_budget("adult", epsilon=4).total
+        PureDP(epsilon=Fraction(4, 1))
+        """
+        self.catalog.table_info(dataset)
+        return self.ledger.set_dataset_budget(dataset, _loss(total, epsilon, delta, rho))
+
+    def dataset_budget(self, dataset: str) -> Any:
+        """The dataset-wide budget status of ``dataset`` (total, spent by all analysts,
+        remaining); :class:`~statcurator.accounting.NoBudgetError` when none is set."""
+        return self.ledger.dataset_status(dataset)
+
+    def set_budget(self, analyst: str, dataset: str, total: PrivacyLoss | None = None, *,
+                   epsilon: Any = None, delta: Any = None, rho: Any = None) -> Any:
+        """Grant ``analyst`` a total budget on ``dataset`` (a loss, or epsilon/delta/rho).
+
+        The grant is spent only within the dataset-wide budget: a charge must fit in both.
+        ``analyst`` is normalized (:func:`~statcurator.accounting.analyst_id`).
+
+        >>> import statcurator as sc
+        >>> cur = Curator()
+        >>> _ = cur.register("adult", sc.datasets.adult())
+        >>> cur.set_budget("Alice", "adult", epsilon=3).total
         PureDP(epsilon=Fraction(3, 1))
         >>> cur.budget("alice", "adult").remaining
         PureDP(epsilon=Fraction(3, 1))
         """
-        if total is None:
-            total = loss_from_parameters(epsilon=epsilon, delta=delta, rho=rho)
         self.catalog.table_info(dataset)
-        return self.ledger.set_budget(analyst, dataset, total)
+        return self.ledger.set_budget(analyst, dataset, _loss(total, epsilon, delta, rho))
 
     def budget(self, analyst: str, dataset: str) -> Any:
-        """The budget status (total, spent, remaining) of ``analyst`` on ``dataset``."""
+        """The grant status (total, spent, remaining) of ``analyst`` on ``dataset``."""
         self._ensure_budget(analyst, dataset)
         return self.ledger.status(analyst, dataset)
 
     def _ensure_budget(self, analyst: str, dataset: str) -> None:
+        """The in-memory demo's policy: a grant of ``default_budget`` on first use (capped
+        in use by the dataset-wide budget). A persistent ledger grants nothing implicitly."""
         from .accounting import NoBudgetError
 
         if self.default_budget is None:
@@ -300,6 +390,77 @@ class Curator:
             self.ledger.status(analyst, dataset)
         except NoBudgetError:
             self.ledger.set_budget(analyst, dataset, self.default_budget)
+
+    def _init_dataset_budget(self, dataset: str, total: PrivacyLoss | None) -> None:
+        from .accounting import NoBudgetError
+
+        if total is not None:
+            self.ledger.set_dataset_budget(dataset, total)
+            return
+        if self.dataset_budget_default is None:
+            return
+        try:
+            self.ledger.dataset_status(dataset)
+        except NoBudgetError:
+            self.ledger.set_dataset_budget(dataset, self.dataset_budget_default)
+
+    # -- DP estimators ------------------------------------------------------------------
+    def estimate(self, dataset: str, estimator: Any, *, epsilon: Any = None, delta: Any = None,
+                 rho: Any = None, analyst: str = "default",
+                 request_id: str | None = None) -> Any:
+        """Run a DP estimator (``sc.estimators``) on ``dataset``, charging ``analyst``.
+
+        The estimator's measurement is built from the *declared* metadata (bounds,
+        categories, privacy unit, neighbours); its cost is charged before any data is read
+        (refused: nothing read, nothing spent); only the columns it needs are read; the
+        answer is stored so that a replayed ``request_id`` returns it for free. Without
+        epsilon/delta/rho the estimator's own ε is used. See
+        :mod:`statcurator.estimators._protocol` for what an estimator provides.
+
+        >>> import statcurator as sc
+        >>> cur = Curator()
+        >>> _ = cur.register("adult", sc.datasets.adult())
+        >>> med = cur.estimate("adult", sc.estimators.Median("age"), epsilon=0.5, analyst="bob")
+        >>> 35 <= med.value <= 39, med.cost
+        (True, PureDP(epsilon=Fraction(1, 2)))
+        """
+        from .estimators._protocol import loss_from, prepare, result_from_json, result_to_json
+
+        loss = loss_from(epsilon, delta, rho)
+        with self._lock:
+            meta = self.metadata(dataset)
+            source = self._data.get(dataset)
+            if source is None:
+                raise DataError(f"table {dataset!r} was registered without data",
+                                remedy="register it with its data to run estimators")
+            job = prepare(estimator, meta, loss)
+            cost = job.measurement.cost
+            rid = request_id if request_id is not None else uuid.uuid4().hex
+            self._ensure_budget(analyst, dataset)
+            charge = self.ledger.charge(analyst, dataset, cost, request_id=rid,
+                                        query=job.query, mechanism=job.mechanism)
+            if charge.replayed:
+                return result_from_json(estimator, self.ledger.replay(analyst, rid))
+            table = source.to_arrow().select(list(job.columns))
+        result = job.measurement(table)
+        self.ledger.store_answer(analyst, rid, result_to_json(estimator, result))
+        return result
+
+    def synthesize(self, dataset: str, synthesizer: Any, *, rows: int | None = None,
+                   **options: Any) -> Any:
+        """A DP synthetic table (pyarrow) of ``dataset`` from ``synthesizer`` (``sc.synth.MST``
+        or ``AIM``), charged like :meth:`estimate` (same options: epsilon/delta/rho, analyst,
+        request_id; a replay refits the model from the stored noisy measurements, no new
+        noise). ``rows`` defaults to the model's noisy estimate of the table size.
+
+        >>> import statcurator as sc
+        >>> cur = Curator()
+        >>> _ = cur.register("adult", sc.datasets.adult())
+        >>> synth = sc.synth.MST(columns=["sex", "race"], iters=50)
+        >>> cur.synthesize("adult", synth, epsilon=1, delta=1e-6, rows=10).num_rows
+        10
+        """
+        return self.estimate(dataset, synthesizer, **options).sample(rows)
 
     def close(self) -> None:
         """Release the engine and the ledger."""
@@ -356,24 +517,30 @@ class Query:
             self._version = self.curator._version
         return self._compiled
 
-    def bind(self, epsilon: Any, delta: Any = None, *,
-             weights: Mapping[str, Any] | None = None) -> Any:
-        """The compiled query with its mechanisms for this ε (and δ)."""
-        return self.compile().bind(epsilon, delta, weights=weights)
+    def bind(self, epsilon: Any = None, delta: Any = None, *,
+             weights: Mapping[str, Any] | None = None, rho: Any = None) -> BoundQuery:
+        """The compiled query with its mechanisms for this ε (and δ), or for ρ (zCDP:
+        Gaussian noise)."""
+        from .query.binding import BoundQuery
+
+        return BoundQuery(self.compile(), epsilon, delta, weights, rho=rho)
 
     # -- dry runs -----------------------------------------------------------------------
-    def cost(self, epsilon: Any, delta: Any = None, *,
-             weights: Mapping[str, Any] | None = None) -> PrivacyLoss:
-        """The privacy loss a release at ``epsilon`` (and ``delta``) would be charged."""
-        return self.bind(epsilon, delta, weights=weights).cost
+    def cost(self, epsilon: Any = None, delta: Any = None, *,
+             weights: Mapping[str, Any] | None = None, rho: Any = None) -> PrivacyLoss:
+        """The privacy loss a release at ``epsilon`` (and ``delta``), or ``rho``, would be
+        charged: the query Measurement's privacy map at one privacy unit (with ``rho`` and
+        ``delta``, its (ε, δ) conversion at that δ)."""
+        bound = self.bind(epsilon, delta, weights=weights, rho=rho)
+        return bound.charge_for(bound.cost)
 
-    def accuracy(self, epsilon: Any, alpha: float | None = None, delta: Any = None, *,
-                 rows: int | None = None, weights: Mapping[str, Any] | None = None
-                 ) -> list[dict[str, Any]]:
+    def accuracy(self, epsilon: Any = None, alpha: float | None = None, delta: Any = None, *,
+                 rows: int | None = None, weights: Mapping[str, Any] | None = None,
+                 rho: Any = None) -> list[dict[str, Any]]:
         """Per aggregate, the (1 - alpha) half-width of its interval (see
-        :meth:`~statcurator.query.compiler.BoundQuery.accuracy`)."""
+        :meth:`~statcurator.query.binding.BoundQuery.accuracy`)."""
         a = self.curator.alpha if alpha is None else alpha
-        return self.bind(epsilon, delta, weights=weights).accuracy(a, rows)
+        return self.bind(epsilon, delta, weights=weights, rho=rho).accuracy(a, rows)
 
     def epsilon_for(self, halfwidth: Any, alpha: float | None = None, delta: Any = None, *,
                     rows: int | None = None, weights: Mapping[str, Any] | None = None) -> Fraction:
@@ -420,11 +587,9 @@ class Query:
         """The rewritten plan, the engine SQL and the sensitivities (and, with ε, the split)."""
         cq = self.compile()
         lines = [cq.explain()]
-        sql_of = getattr(self.curator.engine, "sql", None)
-        if sql_of is not None:
-            main, hists = sql_of(cq.engine_plan, "0" * 32)
-            lines.append(f"engine SQL ({self.curator.engine.name}, salt hidden):\n  " + main)
-            lines += ["  " + h for h in hists]
+        main, hists = self.curator.engine.sql(cq.engine_plan, "0" * 32)
+        lines.append(f"engine SQL ({self.curator.engine.name}, salt hidden):\n  " + main)
+        lines += ["  " + h for h in hists]
         if epsilon is not None:
             lines.append("ε split:\n" + self.bind(epsilon, delta).describe())
         return "\n".join(lines)
@@ -443,16 +608,23 @@ class Query:
         return Query(self.curator, with_order(self.plan, *keys, descending=descending))
 
     # -- the release --------------------------------------------------------------------
-    def release(self, epsilon: Any, delta: Any = None, *, analyst: str = "default",
+    def release(self, epsilon: Any = None, delta: Any = None, *, analyst: str = "default",
                 request_id: str | None = None, alpha: float | None = None,
-                weights: Mapping[str, Any] | None = None) -> Any:
+                weights: Mapping[str, Any] | None = None, rho: Any = None) -> Release:
         """Charge ``analyst``'s budget, run the query, and return the noisy :class:`Release`.
 
-        Order of events: compile and bind (no data) → refuse now if anything is wrong →
-        charge the ledger (refused: nothing touched, nothing spent) → a replayed
+        ``epsilon`` (with ``delta`` for partition selection) gives Laplace noise; ``rho``
+        gives Gaussian noise under zCDP, charged as ρ to a zCDP budget — or, with ``delta``
+        too, as its (ε, δ) conversion at that δ, for a budget stated in (ε, δ).
+
+        Order of events: compile and bind (no data) → the cost to charge is the query
+        Measurement's privacy map, checked against what was asked → refuse now if anything
+        is wrong → charge the ledger (refused: nothing touched, nothing spent) → a replayed
         ``request_id`` returns its stored answer → the engine computes exact aggregates →
-        the same mechanisms whose cost was charged add the noise → the answer is stored for
-        replays and returned.
+        the Measurement's function (the same mechanisms whose cost was charged) adds the
+        noise → the answer is stored for replays and returned. A query that releases only
+        public keys (``GROUP BY`` without aggregates over declared categories) reads no data
+        and costs nothing.
         """
         from .mechanisms import rng
         from .query.release import Release
@@ -471,42 +643,64 @@ class Query:
             if not 0 < a < 1:
                 raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}",
                                             remedy="alpha=0.05 gives 95% intervals")
-            bound = cq.bind(epsilon, delta, weights=weights)
-            cost = bound.cost
+            bound = self.bind(epsilon, delta, weights=weights, rho=rho)
+            cost = bound.check_cost()
             rid = request_id if request_id is not None else uuid.uuid4().hex
+            if cq.measures_nothing:  # the declared key set: public, nothing to charge
+                from .query.relational import ExactResult
+
+                return self._build(bound, bound.noise(ExactResult(cq.engine_plan.key_names), a),
+                                   analyst, rid, a)
             cur._ensure_budget(analyst, table)
-            validate = getattr(cur.engine, "validate", None)
-            if validate is not None:  # a query the data's types cannot run: refused uncharged
-                validate(cq.engine_plan)
-            mechanism = "; ".join(f"{i.label}: {i.mechanism} ε={i.epsilon}" for i in bound.infos)
+            # a query the data's types cannot run: refused uncharged
+            cur.engine.validate(cq.engine_plan)
             charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
-                                       query=self.query_text, mechanism=mechanism)
+                                       query=self.query_text,
+                                       mechanism=bound.mechanism_summary())
             if charge.replayed:
-                return Release.from_json(cur.ledger.replay(rid), replayed=True)
+                return Release.from_json(cur.ledger.replay(analyst, rid), replayed=True)
             salt = rng.random_bytes(16).hex()
             exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
-        noisy = bound.noise(exact_result, a)
-        from . import __version__
+        # the query Measurement's function is the noise: the same object whose map was charged
+        rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a)
+        cur.ledger.store_answer(analyst, rid, rel.to_json())
+        return rel
 
+    def _build(self, bound: BoundQuery, noisy: Any, analyst: str, rid: str,
+               alpha: float) -> Release:
+        from . import __version__
+        from .accounting import analyst_id
+        from .query.release import Release
+
+        cq = bound.compiled
         provenance = {
-            "query": self.query_text, "plan": self.plan.sql(), "dataset": table,
-            "analyst": analyst, "request_id": rid, "engine": cur.engine.name,
+            "query": self.query_text, "plan": self.plan.sql(), "dataset": cq.table,
+            "analyst": analyst_id(analyst), "request_id": rid,
+            "engine": self.curator.engine.name,
             "released_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "epsilon": bound.epsilon, "delta": bound.delta, "alpha": a,
+            "epsilon": bound.epsilon, "delta": bound.delta, "rho": bound.rho, "alpha": alpha,
             "neighbours": cq.neighbourhood.describe(),
             "group_keys": ("none" if not cq.plan.group_by else
                            "public key sets" if cq.public_keys else "partition selection"),
             "statcurator": __version__,
         }
-        rel = Release.build(bound, noisy, provenance)
-        cur.ledger.store_answer(rid, rel.to_json())
-        return rel
+        return Release.build(bound, noisy, provenance)
 
     def __repr__(self) -> str:
         return f"<Query {self.query_text!r}>"
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _loss(total: Any, epsilon: Any, delta: Any, rho: Any) -> PrivacyLoss:
+    """A budget from a loss value, a bare number (pure ε) or epsilon/delta/rho keywords."""
+    if total is None:
+        return loss_from_parameters(epsilon=epsilon, delta=delta, rho=rho)
+    if epsilon is not None or delta is not None or rho is not None:
+        raise InvalidParameterError("give either a loss or epsilon/delta/rho, not both",
+                                    remedy="e.g. epsilon=1, delta=1e-6")
+    return total if isinstance(total, PrivacyLoss) else loss_from_parameters(epsilon=total)
+
 
 def _meta(metadata: Any, name: str) -> TableMeta:
     from .io.metadata import load_metadata

@@ -57,13 +57,15 @@ def scenarios(draw):
     return kind, total, draw(st.lists(charges, max_size=40))
 
 
-@settings(max_examples=150, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
 @given(scenarios())
 def test_accountant_and_ledger_agree_with_an_exact_model(scenario):
     kind, total, charges = scenario
     price_of = CURRENCIES[kind][2]
     limit = price_of(total) if kind != "approx" else (total.epsilon, total.delta)
     acc, led = Accountant(total), Ledger()
+    led.set_dataset_budget("d", total)                 # both budgets bind at the same point
     led.set_budget("a", "d", total)
     spent = tuple(Fraction(0) for _ in limit)
     accepted = 0
@@ -92,6 +94,8 @@ def test_accountant_and_ledger_agree_with_an_exact_model(scenario):
         assert _components(status.remaining) == tuple(t - s for t, s in zip(limit, spent,
                                                                            strict=True))
         assert status.charges == acc.charges == accepted == len(led.charges())
+        assert led.dataset_status("d") == status
+    led.verify()
     led.close()
 
 
@@ -105,12 +109,13 @@ def _components(loss):
 
 class SharedLedger(RuleBasedStateMachine):
     """Two ledger objects (two connections, as two processes would have) on one file,
-    charging two budgets in any interleaving, with replays and budget increases."""
+    charging two grants under one dataset-wide budget in any interleaving, with replays and
+    increases of either kind of budget."""
 
     requests = Bundle("requests")
 
-    @initialize(totals=st.tuples(fractions, fractions))
-    def open_ledger(self, totals):
+    @initialize(totals=st.tuples(fractions, fractions), cap=fractions)
+    def open_ledger(self, totals, cap):
         self._dir = tempfile.TemporaryDirectory()
         path = Path(self._dir.name) / "l.db"
         self.handles = [Ledger(path), Ledger(path)]
@@ -119,6 +124,8 @@ class SharedLedger(RuleBasedStateMachine):
         self.spent = dict.fromkeys(self.pairs, Fraction(0))
         self.costs: dict[str, tuple[tuple[str, str], Fraction]] = {}
         self.n = 0
+        self.cap = cap
+        self.handles[0].set_dataset_budget("adult", PureDP(cap))
         for pair, total in self.totals.items():
             self.handles[0].set_budget(*pair, PureDP(total))
 
@@ -127,7 +134,8 @@ class SharedLedger(RuleBasedStateMachine):
         key = self.pairs[pair]
         self.n += 1
         rid = f"r{self.n}"
-        fits = self.spent[key] + cost <= self.totals[key]
+        fits = (self.spent[key] + cost <= self.totals[key]
+                and sum(self.spent.values()) + cost <= self.cap)
         try:
             c = self.handles[handle].charge(*key, PureDP(cost), request_id=rid, query="q",
                                             mechanism="m")
@@ -155,6 +163,11 @@ class SharedLedger(RuleBasedStateMachine):
         self.totals[key] += extra
         self.handles[handle].set_budget(*key, PureDP(self.totals[key]))
 
+    @rule(handle=st.integers(0, 1), extra=fractions)
+    def raise_dataset_budget(self, handle, extra):
+        self.cap += extra
+        self.handles[handle].set_dataset_budget("adult", PureDP(self.cap))
+
     @invariant()
     def spent_is_the_exact_sum_and_never_exceeds_the_total(self):
         if not hasattr(self, "handles"):
@@ -165,14 +178,18 @@ class SharedLedger(RuleBasedStateMachine):
                 assert status.spent == PureDP(self.spent[key])
                 assert status.total == PureDP(self.totals[key])
                 assert status.spent.epsilon <= status.total.epsilon
+            data = handle.dataset_status("adult")
+            assert data.spent == PureDP(sum(self.spent.values()))
+            assert data.total == PureDP(self.cap) and data.spent.epsilon <= self.cap
 
     def teardown(self):
         if hasattr(self, "handles"):
+            self.handles[0].verify()
             for h in self.handles:
                 h.close()
             self._dir.cleanup()
 
 
 TestSharedLedger = pytest.mark.slow(SharedLedger.TestCase)
-TestSharedLedger.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
+TestSharedLedger.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
                                      suppress_health_check=[HealthCheck.too_slow])

@@ -40,8 +40,67 @@ def test_mixed_composition_converts_only_in_valid_directions() -> None:
     assert PureDP(1) + ZCDP(Fraction(1, 2)) == ZCDP(1)  # ε-DP ⇒ ε²/2-zCDP
     with pytest.raises(InvalidParameterError, match="convert the zCDP"):
         ApproxDP(1, Fraction(1, 10**6)) + ZCDP(1)
-    with pytest.raises(InvalidParameterError):
-        ZCDP(1).fits(ApproxDP(10, Fraction(1, 10)))
+    # fits converts the loss at the budget's δ (ρ = 1 at δ = 0.1 is ε ≈ 2.85)
+    assert ZCDP(1).fits(ApproxDP(10, Fraction(1, 10)))
+    assert not ZCDP(1).fits(ApproxDP(2, Fraction(1, 10)))
+
+
+# -- one table of valid implications (issue 14: the fits bug) --------------------------------
+
+def test_zcdp_never_fits_a_pure_budget() -> None:
+    # the bug: ZCDP(1/2).fits(PureDP(1)) was True because the *budget* was converted
+    assert not ZCDP(Fraction(1, 2)).fits(PureDP(1))
+    assert not ZCDP(Fraction(1, 10**9)).fits(PureDP(10**6))
+    assert not ApproxDP(1, Fraction(1, 10**9)).fits(PureDP(10))
+    assert not ApproxDP(1, Fraction(1, 10**9)).fits(ZCDP(10**6))
+
+
+_RHO = st.fractions(min_value=Fraction(1, 1000), max_value=10)
+_DELTA = st.fractions(min_value=Fraction(1, 10**9), max_value=Fraction(1, 10))
+LOSSES = st.one_of(_RHO.map(PureDP), st.builds(ApproxDP, _RHO, _DELTA),
+                   st.builds(ApproxDP, _RHO, st.just(Fraction(0))), _RHO.map(ZCDP))
+
+
+def _implies(a, b) -> bool:
+    """An independent statement of when loss ``a`` is guaranteed within budget ``b``."""
+    ka, kb = type(a), type(b)
+    if ka is ApproxDP and a.delta == 0:
+        a, ka = PureDP(a.epsilon), PureDP
+    if ka is kb:
+        return all(getattr(a, f) <= getattr(b, f) for f in a.__dataclass_fields__)
+    if ka is PureDP and kb is ApproxDP:
+        return a.epsilon <= b.epsilon
+    if ka is PureDP and kb is ZCDP:
+        return a.epsilon ** 2 / 2 <= b.rho
+    if ka is ZCDP and kb is ApproxDP:
+        if b.delta == 0:
+            return False
+        return a.rho + 2 * (a.rho * math.log(1 / b.delta)) ** 0.5 <= b.epsilon * (1 - 1e-9) \
+            or a.to_approx(b.delta).epsilon <= b.epsilon
+    return False  # never the reverse: zCDP or (ε, δ>0) never imply pure, (ε, δ) never zCDP
+
+
+@settings(max_examples=150, deadline=None)
+@given(LOSSES, LOSSES)
+def test_fits_follows_the_table_for_every_pair_of_kinds(a, b) -> None:
+    assert a.fits(b) == _implies(a, b)
+
+
+@settings(max_examples=100, deadline=None)
+@given(LOSSES, st.sampled_from(["pure", "approx", "zcdp"]))
+def test_the_ledger_converts_by_the_same_table(loss, kind) -> None:
+    from statcurator.accounting._losses import convert as ledger_convert
+    from statcurator.core.measures import components, convert
+
+    try:
+        core = components(convert(loss, kind))
+    except InvalidParameterError:
+        core = None
+    try:
+        ledger = ledger_convert(loss, kind)
+    except InvalidParameterError:
+        ledger = None
+    assert core == ledger
 
 
 def test_fits_compares_component_wise() -> None:

@@ -19,7 +19,7 @@ from statcurator.core.errors import PrivacyWarning
 from statcurator.core.measures import PureDP
 from statcurator.curator import Curator
 from statcurator.mechanisms import rng
-from statcurator.query import compiler
+from statcurator.query import binding
 
 from .conftest import DIABETES_META
 
@@ -32,7 +32,7 @@ SECOND_MOMENT = 2 * A / (1 - A) ** 2
 
 
 def errors(diabetes_csv, seed: int) -> np.ndarray:
-    cur = Curator(default_budget=PureDP(REPS))
+    cur = Curator(default_budget=PureDP(REPS), dataset_budget=PureDP(REPS))
     cur.register("diabetes", diabetes_csv, DIABETES_META)
     q = cur.sql("SELECT COUNT(*) AS n FROM diabetes WHERE Diabetes = 'Y'")
     assert q.bind(1).infos[0].scale == 1
@@ -62,6 +62,6 @@ def test_a_floored_count_is_caught(diabetes_csv, monkeypatch):
     def floored(obj, raw, m, vector, n):  # continuous Laplace, then floor: SmartNoise's bias
         return [[math.floor(x + gen.laplace(0, float(obj.scale))) for x in raw] for _ in range(n)]
 
-    monkeypatch.setattr(compiler, "_laplace", floored)
+    monkeypatch.setattr(binding, "_noisy", floored)
     with pytest.raises(AssertionError):
         check(errors(diabetes_csv, seed=20240611))

@@ -15,8 +15,20 @@ from .conftest import DIABETES_META
 runner = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def _private_dirs(tmp_path, monkeypatch):
+    """The CLI's default ledger and anchors live in the user's directories: use temporary
+    ones, never the real home."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("STATCURATOR_LEDGER", raising=False)
+    monkeypatch.delenv("STATCURATOR_LEDGER_KEY", raising=False)
+
+
 def run(*args: str):
-    result = runner.invoke(app, ["query", *args])
+    # one-off releases unless a test names its ledger (the default is a persistent one)
+    ledger = [] if "--ledger" in args else ["--ledger", ":memory:"]
+    result = runner.invoke(app, ["query", *ledger, *args])
     return result
 
 
@@ -76,13 +88,17 @@ def test_delta_for_partition_selection():
 
 def test_persistent_ledger_and_replay(tmp_path):
     ledger = tmp_path / "cli.ledger.db"
+    for grant in (["--epsilon", "10"], ["--analyst", "Alice", "--epsilon", "1"]):
+        r = runner.invoke(app, ["budget", "set", "--ledger", str(ledger), "--dataset", "adult",
+                                *grant])
+        assert r.exit_code == 0, r.output
     args = ["adult", "-e", "0.4", "--ledger", str(ledger), "--analyst", "alice", "--json",
             "SELECT COUNT(*) AS n FROM adult"]
     first = json.loads(run(*args, "--request-id", "q1").output)
     again = json.loads(run(*args, "--request-id", "q1").output)
     assert again["replayed"] and again["rows"] == first["rows"]
     assert json.loads(run(*args).output)["budget_remaining"].startswith("ε=0.2")
-    r = run(*args)  # 0.4 more would exceed the default budget of ε = 1
+    r = run(*args)  # 0.4 more would exceed alice's grant of ε = 1
     assert r.exit_code == 2 and json.loads(r.output)["error"] == "BudgetExceededError"
 
 

@@ -229,14 +229,15 @@ def test_replay_returns_the_stored_answer_for_free(cur, spy):
 
 def test_a_crash_after_the_charge_keeps_the_charge(diabetes_csv, tmp_path):
     path = tmp_path / "curator.ledger.db"
-    crashing = Curator(engine=SpyEngine(fail=True), ledger=path, default_budget=PureDP(5))
-    crashing.register("diabetes", diabetes_csv, DIABETES_META)
+    crashing = Curator(engine=SpyEngine(fail=True), ledger=path)
+    crashing.register("diabetes", diabetes_csv, DIABETES_META, budget=PureDP(10))
+    crashing.set_budget("hal", "diabetes", PureDP(5))
     with pytest.raises(RuntimeError, match="crashed"):
         crashing.sql(COUNT_Y).release(epsilon=1, analyst="hal", request_id="boom")
     crashing.close()
     # a new curator on the same ledger: the charge is there, and the id gives no free answer
-    fresh = Curator(ledger=path, default_budget=PureDP(5))
-    fresh.register("diabetes", diabetes_csv, DIABETES_META)
+    fresh = Curator(ledger=path)
+    fresh.register("diabetes", diabetes_csv, DIABETES_META)    # the ledger keeps its budget
     assert fresh.budget("hal", "diabetes").spent == PureDP(1)
     with pytest.raises(AnswerLostError):
         fresh.sql(COUNT_Y).release(epsilon=1, analyst="hal", request_id="boom")
@@ -246,12 +247,14 @@ def test_a_crash_after_the_charge_keeps_the_charge(diabetes_csv, tmp_path):
 
 def test_persistent_ledger_across_curators(diabetes_csv, tmp_path):
     path = tmp_path / "c.ledger.db"
-    for _ in range(2):
-        c = Curator(ledger=str(path), default_budget=PureDP(1))
-        c.register("diabetes", diabetes_csv, DIABETES_META)
+    for i in range(2):
+        c = Curator(ledger=str(path))
+        c.register("diabetes", diabetes_csv, DIABETES_META, budget=PureDP(10))
+        if i == 0:
+            c.set_budget("ivy", "diabetes", PureDP(1))
         c.sql(COUNT_Y).release(epsilon=Fraction(1, 2), analyst="ivy")
         c.close()
-    c = Curator(ledger=Ledger(str(path)), default_budget=PureDP(1))
+    c = Curator(ledger=Ledger(str(path)))
     c.register("diabetes", diabetes_csv, DIABETES_META)
     with pytest.raises(BudgetExceededError):
         c.sql(COUNT_Y).release(epsilon=Fraction(1, 100), analyst="ivy")

@@ -237,6 +237,6 @@ def test_curator_and_cli_on_spark(spark_session):
     spark_cur.close()
     # the CLI's --engine spark reuses the running session (getOrCreate)
     r = CliRunner().invoke(app, ["query", "adult", "-e", "1", "--engine", "spark", "--json",
-                                 "SELECT COUNT(*) AS n FROM adult"])
+                                 "--ledger", ":memory:", "SELECT COUNT(*) AS n FROM adult"])
     assert r.exit_code == 0, r.output
     assert abs(json.loads(r.output)["rows"][0]["n"] - 30162) < 50

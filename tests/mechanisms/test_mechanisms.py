@@ -47,8 +47,10 @@ def test_laplace_calibration_and_cost() -> None:
     assert m.scale == 2 and m.noise_scale == 2
     assert m.cost == PureDP(Fraction(1, 2)) == m.privacy_map(m.sensitivity)
     assert m.privacy_map(0) == PureDP(0)
-    with pytest.raises(InvalidParameterError, match="exceeds the declared sensitivity"):
-        m.privacy_map(2)
+    # beyond the declared sensitivity the one map is group privacy, linear in d
+    assert m.privacy_map(2) == PureDP(1) == m.measurement().map(2)
+    with pytest.raises(InvalidParameterError):
+        m.privacy_map(-1)
     real = LaplaceMechanism(sensitivity=Fraction(200000), epsilon=1, grid=Fraction(1, 2**10))
     assert real.scale == 200000 and real.grid_sensitivity == 200000 * 1024
     # a sensitivity off the grid is rounded up: the rounding is paid for
@@ -193,8 +195,9 @@ def test_gaussian_calibration() -> None:
     assert g.sigma2 == 9 and g.cost == ZCDP(Fraction(1, 2))
     assert g.privacy_map(1) == ZCDP(Fraction(1, 18))
     assert g.scale >= 3 and g.scale - 3 < Fraction(1, 2**30)
+    assert g.privacy_map(6) == ZCDP(2) == g.measurement().map(6)  # quadratic beyond Δ
     with pytest.raises(InvalidParameterError):
-        g.privacy_map(4)
+        g.privacy_map(float("nan"))
     assert isinstance(g.release(7), int)
     assert isinstance(GaussianMechanism(1, 1, grid=Fraction(1, 2)).release(0.2), Fraction)
     eps = g.to_approx(1e-6).epsilon
@@ -355,3 +358,20 @@ def test_grid_rounding_moves_neighbours_at_most_the_grid_sensitivity(x: float, y
     assert array_to_grid_units(np.array([x, y]), g).tolist() == [ux, uy]
     # and the released value is within half a step of the input
     assert abs(ux * g - Fraction(x)) <= g / 2
+
+
+# -- one privacy map per mechanism, reused by its Measurement view (issue 14) -----------------
+
+@pytest.mark.parametrize("mechanism", [
+    LaplaceMechanism(sensitivity=3, epsilon=Fraction(1, 2), grid=Fraction(1, 4)),
+    VectorLaplaceMechanism(sensitivity=2, epsilon=1),
+    GaussianMechanism(sensitivity=3, rho=Fraction(1, 2)),
+    ExponentialMechanism(epsilon=1, sensitivity=2),
+    PartitionSelection(epsilon=1, delta=Fraction(1, 10**6)),
+], ids=lambda m: m.name)
+@pytest.mark.parametrize("d", [0, Fraction(1, 3), 1, 2, 5])
+def test_the_measurement_view_uses_the_one_privacy_map(mechanism, d) -> None:
+    if isinstance(mechanism, PartitionSelection) and Fraction(d).denominator != 1:
+        return  # distances in privacy units are whole
+    assert mechanism.measurement().map(d) == mechanism.privacy_map(d)
+    assert mechanism.measurement().output_measure is type(mechanism.cost)

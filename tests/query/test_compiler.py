@@ -10,6 +10,7 @@ from statcurator.core.errors import UnsupportedQueryError
 from statcurator.core.measures import ApproxDP, PureDP
 from statcurator.core.schema import Column, PrivacyUnit, TableMeta
 from statcurator.query.analysis import Bounds
+from statcurator.query.binding import BoundQuery
 from statcurator.query.catalog import DictCatalog, TableInfo
 from statcurator.query.compiler import compile_query
 from statcurator.query.expr import Col
@@ -83,11 +84,14 @@ def test_person_units_multiply_by_max_rows(person_cat):
     assert (b.unit, b.max_rows, b.max_groups) == (Col("pid", "people"), 3, 2)
 
 
-def test_count_distinct_needs_a_person_unit(cat, person_cat):
-    with pytest.raises(UnsupportedQueryError, match="privacy unit is a row"):
-        compiled("SELECT COUNT(DISTINCT pid) FROM people", cat)
-    with pytest.raises(UnsupportedQueryError, match="only on the privacy unit"):
-        compiled("SELECT COUNT(DISTINCT city) FROM people", person_cat)
+def test_count_distinct_of_any_column_is_bounded_by_the_contributions(cat, person_cat):
+    # one row adds at most one distinct value; a person's m rows at most m (issue 14)
+    assert sens(compiled("SELECT COUNT(DISTINCT city) AS c FROM people", cat)) == {"c": 1}
+    assert sens(compiled("SELECT COUNT(DISTINCT pid) AS c FROM people", cat)) == {"c": 1}
+    m = person_cat.table_info("people").meta.privacy_unit.max_rows
+    assert sens(compiled("SELECT COUNT(DISTINCT city) AS c FROM people", person_cat)) == {"c": m}
+    # the person id itself: a person is one unit in each of at most max_groups groups
+    assert sens(compiled("SELECT COUNT(DISTINCT pid) AS c FROM people", person_cat)) == {"c": 1}
 
 
 def test_join_stability_multiplies_row_sensitivity(cat):
@@ -126,11 +130,11 @@ def test_equal_split_and_weights(cat):
     cq = compiled("SELECT COUNT(*) AS n, AVG(age) AS a, MEDIAN(age) AS m FROM people", cat)
     assert [m.weight for m in cq.measures] == [Fraction(1, 3), Fraction(1, 6), Fraction(1, 6),
                                                Fraction(1, 3)]
-    b = cq.bind(Fraction(3, 2))
+    b = BoundQuery(cq, Fraction(3, 2))
     assert b.cost == PureDP(Fraction(3, 2))
     assert [i.epsilon for i in b.infos] == [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4),
                                             Fraction(1, 2)]
-    w = cq.bind(1, weights={"n": 2, "a": 1, "m": 1})
+    w = BoundQuery(cq, 1, weights={"n": 2, "a": 1, "m": 1})
     assert [i.epsilon for i in w.infos] == [Fraction(1, 2), Fraction(1, 8), Fraction(1, 8),
                                             Fraction(1, 4)]
     assert w.cost == PureDP(1)
@@ -138,7 +142,7 @@ def test_equal_split_and_weights(cat):
 
 def test_cost_is_the_sum_of_the_mechanisms_costs(cat):
     cq = compiled("SELECT sex, COUNT(*), SUM(income), STDDEV(age) FROM people GROUP BY sex", cat)
-    b = cq.bind(Fraction(7, 10))
+    b = BoundQuery(cq, Fraction(7, 10))
     assert b.cost == sum((m.cost for m in b.mechanisms), PureDP(0)) == PureDP(Fraction(7, 10))
     assert b.privacy_map(1) == b.cost
     assert b.privacy_map(2) == PureDP(Fraction(7, 5))  # group privacy
@@ -162,8 +166,8 @@ def test_private_keys_need_partition_selection_and_delta(cat):
     cq = compiled("SELECT city, COUNT(*) AS n FROM people GROUP BY city", cat)
     assert cq.needs_delta and cq.selection is not None
     with pytest.raises(UnsupportedQueryError, match="partition selection, which needs δ"):
-        cq.bind(1)
-    b = cq.bind(1, Fraction(1, 10**6))
+        BoundQuery(cq, 1)
+    b = BoundQuery(cq, 1, Fraction(1, 10**6))
     assert b.cost == ApproxDP(1, Fraction(1, 10**6))
     assert [m.role for m in b.measures] == ["count", "selection"]
 
@@ -224,7 +228,7 @@ def test_metadata_only_catalog_compiles(cat):
     meta = TableMeta("m", (Column("v", type="real", bounds=(0, 1)),), rows=1000)
     c = DictCatalog({"m": TableInfo.from_meta(meta)})
     cq = compiled("SELECT AVG(v) AS a FROM m", c)
-    acc = cq.bind(1).accuracy(0.05)
+    acc = BoundQuery(cq, 1).accuracy(0.05)
     assert acc[0]["at_rows"] == 1000 and 0 < acc[0]["halfwidth"] < 0.02
 
 
@@ -238,7 +242,8 @@ def test_privacy_unit_column_must_exist():
 
 
 def test_accuracy_of_counts_and_sums(cat):
-    b = compiled("SELECT COUNT(*) AS n, SUM(age) AS s, MEDIAN(age) AS m FROM people", cat).bind(1)
+    b = BoundQuery(compiled("SELECT COUNT(*) AS n, SUM(age) AS s, MEDIAN(age) AS m FROM people",
+                            cat), 1)
     acc = {a["output"]: a for a in b.accuracy(0.05)}
     # ε/3 each: count scale 3, sum scale 360
     assert acc["n"]["halfwidth"] == b.mechanisms[0].accuracy(0.05)

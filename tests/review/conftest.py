@@ -15,6 +15,7 @@ def make_curator(engine: str, table: object, meta: object, *, budget: object = 1
     """A curator with one private table ``t`` and a generous budget for analyst ``eve``."""
     cur = Curator(engine=engine, default_budget=None)
     cur.register("t", table, meta)
+    cur.set_dataset_budget("t", epsilon=budget, delta=1e-3)
     cur.set_budget("eve", "t", epsilon=budget, delta=1e-3)
     return cur
 

@@ -1,131 +1,184 @@
 """The storage interface behind :class:`~statcurator.accounting.Ledger`.
 
-A backend stores three append-only tables — budgets, charges, answers — as plain text and
-integers; it never parses or compares privacy amounts (the ledger does that, exactly, in
-Python). What a backend must guarantee is *isolation*: :meth:`LedgerBackend.write` opens a
-transaction that excludes every other writer of the same ledger, in any process, until it
-commits, so that the ledger's "read what is spent, check, insert" is atomic. SQLite gets this
-from ``BEGIN IMMEDIATE``; a PostgreSQL backend would take a transaction-scoped advisory lock
-(``pg_advisory_xact_lock``) on the (analyst, dataset) pair, or run at ``SERIALIZABLE``.
+A ledger is one append-only table of :class:`LedgerEntry` rows — the genesis row, dataset
+budgets, per-analyst grants, charges and answers — numbered ``seq = 1, 2, 3, ...`` and
+chained by hashes (the ledger computes and checks the hashes; a backend stores text and
+integers and never parses privacy amounts).
 
-Charge sequence numbers (``seq``) must increase in commit order for the charges of one
-(analyst, dataset) pair; the ledger relies on it to sum only the charges it has not seen yet.
+Concurrency is *optimistic*: a writer reads the chain's head and the running totals it needs
+in one statement, decides, and appends the next row with ``seq = head.seq + 1`` in one
+atomic INSERT. ``seq`` is the primary key, so when two writers read the same head only one
+INSERT succeeds; the other gets :class:`ChainConflict`, reads again and re-decides. A
+durable charge is therefore two statements (the read and the INSERT, each its own
+transaction) and no interleaving of processes can spend the same remaining budget twice:
+the check and the row it depends on are linked by ``seq``. This is the compare-and-swap on
+the chain's head that a transaction-scoped lock would otherwise provide.
 
->>> issubclass(LedgerBackend, object)
+Every charge row carries the running totals after it, for its (analyst, dataset) grant and
+for its dataset, so the state of a budget is *one* row: the latest grant-or-charge row of the
+pair, and the latest dataset-budget-or-charge row of the dataset.
+
+>>> issubclass(ChainConflict, Exception)
 True
 """
 
 from __future__ import annotations
 
 import abc
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from operator import attrgetter
 
-__all__ = ["LedgerBackend", "BudgetRecord", "ChargeRecord"]
+__all__ = ["LedgerBackend", "LedgerEntry", "ChainConflict", "ENTRY_TYPES", "COLUMNS",
+           "entry_filter"]
 
-
-@dataclass(frozen=True, slots=True)
-class BudgetRecord:
-    """One stored budget total (the latest record for a pair is the budget in force).
-
-    >>> BudgetRecord(1, "alice", "adult", "pure", "1/1", None, None, "2024-01-01T00:00:00+00:00").kind
-    'pure'
-    """
-
-    seq: int
-    analyst: str
-    dataset: str
-    kind: str
-    epsilon: str | None
-    delta: str | None
-    rho: str | None
-    set_at: str
+#: The kinds of rows, in the order a ledger usually grows.
+ENTRY_TYPES = ("genesis", "dataset_budget", "grant", "charge", "answer")
 
 
 @dataclass(frozen=True, slots=True)
-class ChargeRecord:
-    """One stored charge, with whether an answer is stored for its request id.
+class LedgerEntry:
+    """One row of the ledger, as stored.
 
-    >>> ChargeRecord(1, "r1", "alice", "adult", "pure", "1/10", None, None, "q", "m",
-    ...              "2024-01-01T00:00:00+00:00", False).request_id
-    'r1'
+    ``type`` is one of :data:`ENTRY_TYPES`. ``kind``/``epsilon``/``delta``/``rho`` are a
+    charge's cost as charged, or a budget row's new total (exact ``p/q`` text).
+    ``grant_*`` are the (analyst, dataset) budget after this row (total, spent — in the
+    budget's currency, as ``kind:p/q[,p/q]`` text — and the number of charges); ``dataset_*``
+    the same for the dataset-wide budget. ``prev_hash`` is the previous row's ``hash``, and
+    ``hash`` is SHA-256 (HMAC-SHA-256 with a key) over ``prev_hash`` and this row's content.
+
+    >>> e = LedgerEntry(1, "genesis", at="2024-01-01T00:00:00+00:00", prev_hash="0" * 64,
+    ...                 hash="ab")
+    >>> e.type, e.analyst
+    ('genesis', None)
     """
 
     seq: int
-    request_id: str
-    analyst: str
-    dataset: str
-    kind: str
-    epsilon: str | None
-    delta: str | None
-    rho: str | None
-    query: str
-    mechanism: str
-    charged_at: str
-    answered: bool
+    type: str
+    analyst: str | None = None
+    dataset: str | None = None
+    request_id: str | None = None
+    kind: str | None = None
+    epsilon: str | None = None
+    delta: str | None = None
+    rho: str | None = None
+    query: str | None = None
+    mechanism: str | None = None
+    payload: str | None = None
+    grant_total: str | None = None
+    grant_spent: str | None = None
+    grant_charges: int | None = None
+    dataset_total: str | None = None
+    dataset_spent: str | None = None
+    dataset_charges: int | None = None
+    at: str = ""
+    prev_hash: str = ""
+    hash: str = ""
+
+    def content(self) -> tuple[object, ...]:
+        """Every field but the two hashes, in column order: what the hash covers."""
+        return _CONTENT(self)
+
+    def values(self) -> tuple[object, ...]:
+        """Every field, in column order (what a backend stores)."""
+        return _VALUES(self)
+
+    @property
+    def amount(self) -> object:
+        """The charge's cost or the budget row's new total as a loss value (else None).
+
+        >>> LedgerEntry(2, "dataset_budget", dataset="adult", kind="pure", epsilon="10/1").amount
+        PureDP(epsilon=Fraction(10, 1))
+        """
+        if self.kind is None:
+            return None
+        from ._losses import decode
+
+        return decode(self.kind, self.epsilon, self.delta, self.rho)
+
+    def as_dict(self) -> dict[str, object]:
+        """The row as a plain dict (for exports)."""
+        return dict(zip(COLUMNS, _VALUES(self), strict=True))
+
+
+#: Column names, in the order of :class:`LedgerEntry`'s fields.
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(LedgerEntry))
+_VALUES = attrgetter(*COLUMNS)
+_CONTENT = attrgetter(*COLUMNS[:-2])
+
+
+def entry_filter(mark: str, *, after: int, upto: int | None, analyst: str | None,
+                 dataset: str | None, types: tuple[str, ...] | None) -> tuple[str, list[object]]:
+    """The WHERE condition and parameters of :meth:`LedgerBackend.entries`, with the
+    driver's placeholder ``mark`` (the first parameter is always ``after``).
+
+    >>> entry_filter("?", after=0, upto=None, analyst="a", dataset=None, types=("charge",))
+    ('seq > ? AND analyst = ? AND type IN (?)', [0, 'a', 'charge'])
+    """
+    where, params = [f"seq > {mark}"], [after]
+    for column, value in (("seq <=", upto), ("analyst =", analyst), ("dataset =", dataset)):
+        if value is not None:
+            where.append(f"{column} {mark}")
+            params.append(value)
+    if types is not None:
+        where.append(f"type IN ({', '.join([mark] * len(types))})")
+        params.extend(types)
+    return " AND ".join(where), params
+
+
+class ChainConflict(Exception):
+    """The row's ``seq`` (or its (analyst, request id)) was taken by another writer first.
+
+    Raised by :meth:`LedgerBackend.append`; the ledger reads the new head and retries.
+    """
 
 
 class LedgerBackend(abc.ABC):
-    """Append-only storage of budgets, charges and answers with exclusive write transactions.
-
-    Every method other than :meth:`write`, :meth:`read` and :meth:`close` is called inside
-    one of those two context managers.
+    """Append-only storage of :class:`LedgerEntry` rows with an atomic single-row append.
 
     >>> from statcurator.accounting import SQLiteBackend
     >>> isinstance(SQLiteBackend(), LedgerBackend)
     True
     """
 
-    #: Where the ledger lives, for messages (a path, a URL, or ``":memory:"``).
+    #: Where the ledger lives, for messages (a path, a URL without password, ``":memory:"``).
     location: str = "?"
 
     @abc.abstractmethod
-    def write(self) -> AbstractContextManager[None]:
-        """An exclusive write transaction: commits on success, rolls back on any exception."""
+    def state(self, analyst: str | None, dataset: str | None,
+              request_id: str | None) -> dict[str, LedgerEntry]:
+        """In **one** statement: ``'head'`` (the last row), ``'grant'`` (the latest grant or
+        charge row of (analyst, dataset)), ``'dataset'`` (the latest dataset-budget or charge
+        row of the dataset), ``'charge'`` and ``'answer'`` (the rows of (analyst,
+        request_id)). Missing parts, and parts whose arguments are None, are absent."""
 
     @abc.abstractmethod
-    def read(self) -> AbstractContextManager[None]:
-        """A read transaction over one consistent snapshot."""
+    def append(self, entry: LedgerEntry) -> None:
+        """Insert one row atomically and durably (its own transaction, committed on return).
+
+        Raises :class:`ChainConflict` when ``entry.seq`` or the (analyst, request id) of a
+        charge or answer is already taken."""
 
     @abc.abstractmethod
-    def latest_budget(self, analyst: str, dataset: str) -> BudgetRecord | None:
-        """The budget record in force for the pair, or ``None``."""
+    def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
+                dataset: str | None = None,
+                types: tuple[str, ...] | None = None) -> Iterator[LedgerEntry]:
+        """Rows with ``after < seq <= upto`` matching the filters, in ``seq`` order."""
 
     @abc.abstractmethod
-    def budget_keys(self) -> list[tuple[str, str]]:
-        """Every (analyst, dataset) pair that has a budget, sorted."""
-
-    @abc.abstractmethod
-    def insert_budget(self, analyst: str, dataset: str, kind: str, epsilon: str | None,
-                      delta: str | None, rho: str | None, set_at: str) -> int:
-        """Append a budget record; returns its ``seq``."""
-
-    @abc.abstractmethod
-    def charges(self, analyst: str | None = None, dataset: str | None = None,
-                after: int = 0) -> list[ChargeRecord]:
-        """Charges with ``seq > after`` (optionally of one analyst / dataset), in ``seq`` order."""
-
-    @abc.abstractmethod
-    def charge_for(self, request_id: str) -> ChargeRecord | None:
-        """The charge made under ``request_id``, or ``None``."""
-
-    @abc.abstractmethod
-    def insert_charge(self, request_id: str, analyst: str, dataset: str, kind: str,
-                      epsilon: str | None, delta: str | None, rho: str | None, query: str,
-                      mechanism: str, charged_at: str) -> int:
-        """Append a charge; returns its ``seq``. A duplicate ``request_id`` must fail."""
-
-    @abc.abstractmethod
-    def answer(self, request_id: str) -> str | None:
-        """The answer stored for ``request_id``, or ``None``."""
-
-    @abc.abstractmethod
-    def insert_answer(self, request_id: str, payload: str, stored_at: str) -> None:
-        """Append the answer of a charged request (at most one per request id)."""
+    def latest(self, scope: str) -> list[LedgerEntry]:
+        """For ``scope='grant'`` the latest grant-or-charge row of every (analyst, dataset)
+        pair; for ``scope='dataset'`` the latest dataset-budget-or-charge row of every
+        dataset; sorted by their keys."""
 
     @abc.abstractmethod
     def counts(self) -> dict[str, int]:
-        """Row counts of the three tables (``budgets``, ``charges``, ``answers``)."""
+        """Number of rows of each type."""
+
+    @abc.abstractmethod
+    def problems(self) -> list[str]:
+        """What is wrong with the storage itself (append-only triggers missing, a row
+        counter that disagrees with the rows): an empty list when nothing is."""
 
     @abc.abstractmethod
     def close(self) -> None:

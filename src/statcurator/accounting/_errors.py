@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.errors import BudgetExceededError, LedgerError
 
-__all__ = ["NoBudgetError", "AnswerLostError"]
+__all__ = ["NoBudgetError", "AnswerLostError", "LedgerTamperedError"]
 
 
 class NoBudgetError(BudgetExceededError):
@@ -34,6 +34,27 @@ class AnswerLostError(LedgerError):
     """
 
 
+class LedgerTamperedError(LedgerError):
+    """The ledger's hash chain or its running totals do not verify: it was altered outside
+    statcurator (a row deleted, changed or inserted, the triggers dropped, the file cut).
+
+    ``row`` is the ``seq`` of the first row that fails (or ``None`` when the fault is not
+    one row's). A ledger in this state refuses service until it is restored from a trusted
+    copy: its totals can no longer be believed.
+
+    >>> from statcurator.core.errors import LedgerError
+    >>> err = LedgerTamperedError("the ledger is broken at row 3", row=3)
+    >>> err.row, isinstance(err, LedgerError)
+    (3, True)
+    """
+
+    def __init__(self, message: str, *, row: int | None = None, remedy: str | None = None
+                 ) -> None:
+        super().__init__(message, remedy=remedy)
+        self.row = row
+
+
 # Shown (in tracebacks and doctests) under the package that exports them.
 NoBudgetError.__module__ = "statcurator.accounting"
 AnswerLostError.__module__ = "statcurator.accounting"
+LedgerTamperedError.__module__ = "statcurator.accounting"

@@ -1,60 +1,91 @@
-"""The persistent, append-only privacy ledger.
+"""The persistent, append-only, tamper-evident privacy ledger.
 
-The ledger is the curator's memory of privacy spent: one budget per (analyst, dataset), every
-charge with its request id, query, mechanism, time and exact cost, and the answer released
-for it. The rules it enforces:
+The ledger is the curator's memory of privacy spent. The rules it enforces:
 
-* **Debit before release.** :meth:`Ledger.charge` checks the remaining budget and records the
-  charge in one exclusive transaction; concurrent processes can never both spend the last of
-  a budget. A refused charge records nothing.
-* **Exact.** Costs are stored as ``numerator/denominator`` text and summed as ``Fraction``;
-  10 charges of 0.1 and 1,000 of 0.001 spend exactly 2.
-* **Append-only.** Nothing is updated or deleted; a budget change is a new record.
-* **Replays are free, fresh noise never is.** A request id that was already charged is not
-  charged again: :meth:`Ledger.charge` returns the stored charge with ``replayed=True``, and
-  :meth:`Ledger.replay` returns the answer stored for it. If the curator stopped between the
-  charge and storing the answer, the answer is lost: :meth:`Ledger.replay` raises
-  :class:`AnswerLostError`, the budget stays spent, and :meth:`Ledger.store_answer` refuses
-  to record a *new* answer under that id (only the ledger object that made the charge may
-  store its answer, once). A new answer needs a new request id, which is charged again.
+* **Two budgets per charge.** Every dataset has a *dataset-wide* (lifetime) budget: the data
+  owner's bound on the total privacy loss of that data across every analyst, since analysts
+  may collude. Every analyst has a *grant* on a dataset. A charge debits both in one atomic
+  append, and is refused — recording nothing — if either would be exceeded or is missing.
+* **Identities are normalized.** An analyst name is stored as :func:`analyst_id` makes it
+  (NFKC, case-folded, no invisible characters, one script); request ids are scoped to the
+  analyst, so another analyst's id neither blocks nor reveals anything.
+* **Debit before release.** :meth:`Ledger.charge` checks and records in one atomic step; no
+  interleaving of processes can overspend. Nothing is updated or deleted.
+* **Exact.** Amounts are ``numerator/denominator`` text, summed as ``Fraction``.
+* **Tamper-evident.** Every row is chained to the previous one by SHA-256 (HMAC-SHA-256 with
+  a key); the chain is verified when the ledger opens, each row a charge relies on is
+  re-hashed, and :meth:`Ledger.verify` re-derives every running total.
+* **Replays are free, fresh noise never is.** A request id already charged is not charged
+  again; :meth:`Ledger.replay` returns its stored answer, and an answer lost in a crash is
+  never replaced by a fresh one under the same id.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import random
 import threading
+import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import InvalidParameterError, LedgerError
 from ..core.measures import PrivacyLoss
 from ._accountant import Accountant, BudgetStatus
-from ._backend import BudgetRecord, ChargeRecord, LedgerBackend
-from ._errors import AnswerLostError, NoBudgetError
-from ._losses import convert, decode, describe, encode, kind_of, validate_loss
+from ._backend import ChainConflict, LedgerBackend, LedgerEntry
+from ._chain import FORMAT, ZERO, Audit, Verification, digest
+from ._errors import AnswerLostError, LedgerTamperedError, NoBudgetError
+from ._identity import analyst_id, check_name
+from ._losses import (
+    components,
+    convert,
+    decode,
+    describe,
+    encode,
+    kind_of,
+    make,
+    pack,
+    unpack,
+    validate_loss,
+)
 from ._sqlite import SQLiteBackend
 
-__all__ = ["Ledger", "Charge"]
+__all__ = ["Ledger", "Charge", "KEY_ENV"]
+
+#: The environment variable that holds the ledger's secret key (HMAC-SHA-256), if any.
+KEY_ENV = "STATCURATOR_LEDGER_KEY"
+_MIN_KEY = 16
+_TAMPERED = ("the ledger was altered outside statcurator; it refuses service until it is "
+             "restored from a trusted backup (`statcurator ledger verify` names the first bad "
+             "row)")
+
+Amount = PrivacyLoss | Fraction | int | float
 
 
 @dataclass(frozen=True, slots=True)
 class Charge:
     """One recorded charge.
 
-    ``cost`` is the loss as charged (before any conversion into the budget's currency);
-    ``seq`` orders the charges of the ledger; ``replayed`` is True when :meth:`Ledger.charge`
-    found this request id already charged (nothing was spent this time); ``answered`` says
-    whether an answer is stored for it.
+    ``analyst`` is the normalized identity; ``cost`` is the loss as charged (before any
+    conversion into a budget's currency); ``seq`` is its row in the ledger; ``replayed`` is
+    True when :meth:`Ledger.charge` found this request id already charged by this analyst
+    (nothing was spent this time); ``answered`` says whether an answer is stored for it.
 
     >>> from statcurator.core.measures import PureDP
     >>> led = Ledger()
-    >>> _ = led.set_budget("alice", "adult", PureDP(1))
+    >>> _ = led.set_dataset_budget("adult", PureDP(10))
+    >>> _ = led.set_budget("Alice", "adult", PureDP(1))
     >>> c = led.charge("alice", "adult", PureDP(0.1), request_id="r1",
     ...                query="SELECT COUNT(*) FROM adult", mechanism="Laplace(scale=10)")
-    >>> c.cost, c.replayed, c.answered
-    (PureDP(epsilon=Fraction(1, 10)), False, False)
+    >>> c.analyst, c.cost, c.replayed, c.answered
+    ('alice', PureDP(epsilon=Fraction(1, 10)), False, False)
     """
 
     request_id: str
@@ -69,24 +100,19 @@ class Charge:
     answered: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class _Spent:
-    """What this process already summed for one pair: charges up to ``seq``, in ``kind``."""
-
-    kind: str
-    seq: int
-    spent: tuple[Fraction, ...]
-    charges: int
-
-
 class Ledger:
-    """Privacy budgets and the append-only ledger of charges (SQLite; WAL mode on a file).
+    """Dataset-wide budgets, per-analyst grants and the hash-chained ledger of charges.
 
-    ``Ledger()`` keeps everything in memory (for tests and notebooks); ``Ledger(path)`` opens
-    or creates a persistent ledger that several processes may share. ``backend=`` plugs in
-    another :class:`~statcurator.accounting.LedgerBackend`. Thread-safe.
+    ``Ledger()`` keeps everything in memory (tests, notebooks); ``Ledger(path)`` opens or
+    creates an SQLite file (WAL mode) that several processes may share; ``backend=`` plugs in
+    another :class:`~statcurator.accounting.LedgerBackend` (such as
+    :class:`~statcurator.accounting.PostgresBackend`). ``key`` (text or bytes, at least 16
+    bytes; default: the environment variable ``STATCURATOR_LEDGER_KEY``) makes the chain an
+    HMAC-SHA-256 chain that nobody without the key can recompute. Opening verifies the chain
+    and raises :class:`~statcurator.accounting.LedgerTamperedError` if it is broken.
+    Thread-safe.
 
-    Costs and totals are :class:`~statcurator.core.measures.PureDP`,
+    Amounts are :class:`~statcurator.core.measures.PureDP`,
     :class:`~statcurator.core.measures.ApproxDP` or :class:`~statcurator.core.measures.ZCDP`
     values (a bare number means pure ε); see :class:`~statcurator.accounting.Accountant` for
     which charges each kind of budget accepts.
@@ -95,29 +121,32 @@ class Ledger:
 
         c = ledger.charge(analyst, dataset, cost, request_id=rid, query=sql, mechanism=desc)
         if c.replayed:
-            return ledger.replay(rid)        # the stored answer, or AnswerLostError
-        answer = run_the_mechanism()         # only after the debit
-        ledger.store_answer(rid, answer)
+            return ledger.replay(analyst, rid)  # the stored answer, or AnswerLostError
+        answer = run_the_mechanism()            # only after the debit
+        ledger.store_answer(analyst, rid, answer)
         return answer
 
     >>> from statcurator.core.measures import PureDP
     >>> led = Ledger()
-    >>> led.set_budget("alice", "adult", PureDP(1))
-    BudgetStatus(total=PureDP(epsilon=Fraction(1, 1)), spent=PureDP(epsilon=Fraction(0, 1)), remaining=PureDP(epsilon=Fraction(1, 1)), charges=0)
+    >>> print(led.set_dataset_budget("adult", PureDP(3)))
+    spent ε=0 of ε=3 in 0 charges; remaining ε=3
+    >>> print(led.set_budget("alice", "adult", PureDP(1)))
+    spent ε=0 of ε=1 in 0 charges; remaining ε=1
     >>> _ = led.charge("alice", "adult", PureDP(0.25), request_id="q1",
     ...                query="SELECT COUNT(*) FROM adult", mechanism="Laplace(scale=4)")
-    >>> led.store_answer("q1", "30157")
-    >>> led.status("alice", "adult").remaining
-    PureDP(epsilon=Fraction(3, 4))
-    >>> led.charge("alice", "adult", PureDP(0.25), request_id="q1",
+    >>> led.store_answer("alice", "q1", "30157")
+    >>> led.status("alice", "adult").remaining, led.dataset_status("adult").remaining
+    (PureDP(epsilon=Fraction(3, 4)), PureDP(epsilon=Fraction(11, 4)))
+    >>> led.charge("ALICE", "adult", PureDP(0.25), request_id="q1",
     ...            query="SELECT COUNT(*) FROM adult", mechanism="Laplace(scale=4)").replayed
     True
-    >>> led.replay("q1"), led.status("alice", "adult").charges
+    >>> led.replay("alice", "q1"), led.status("alice", "adult").charges
     ('30157', 1)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0,
-                 backend: LedgerBackend | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *,
+                 key: str | bytes | None = None, timeout: float = 30.0,
+                 backend: LedgerBackend | None = None, anchor: str | None = None) -> None:
         if backend is not None:
             if path is not None:
                 raise InvalidParameterError("give either a path or a backend, not both",
@@ -129,9 +158,16 @@ class Ledger:
             self._backend = backend
         else:
             self._backend = SQLiteBackend(path, timeout=timeout)
+        self._key = _resolve_key(key)
+        self._timeout = float(getattr(self._backend, "timeout", 30.0))
         self._lock = threading.RLock()
-        self._summed: dict[tuple[str, str], _Spent] = {}
-        self._pending: set[str] = set()
+        self._pending: set[tuple[str, str]] = set()
+        self._seen = 0
+        try:
+            self._opened = self._open(anchor)
+        except BaseException:
+            self._backend.close()
+            raise
 
     # -- properties ---------------------------------------------------------------------------
     @property
@@ -141,7 +177,7 @@ class Ledger:
 
     @property
     def location(self) -> str:
-        """Where the ledger lives (a path, or ``':memory:'``)."""
+        """Where the ledger lives (a path, a database URL, or ``':memory:'``)."""
         return self._backend.location
 
     @property
@@ -154,17 +190,39 @@ class Ledger:
         """True when charges outlive this process."""
         return self._backend.persistent
 
-    # -- budgets ------------------------------------------------------------------------------
-    def set_budget(self, analyst: str, dataset: str,
-                   total: PrivacyLoss | Fraction | int | float) -> BudgetStatus:
-        """Give ``analyst`` a total privacy budget on ``dataset`` (or change it).
+    @property
+    def keyed(self) -> bool:
+        """True when the chain is an HMAC chain under a secret key."""
+        return self._key is not None
 
-        A change is recorded as a new budget record (the ledger is append-only). It may raise
-        or lower the total, and even change its kind, as long as everything already spent
-        still fits and converts (pure ε → (ε, δ) or zCDP; never the other way).
+    # -- budgets ------------------------------------------------------------------------------
+    def set_dataset_budget(self, dataset: str, total: Amount) -> BudgetStatus:
+        """Set the dataset-wide (lifetime) budget of ``dataset``: the bound on the privacy
+        loss of its data summed over **every** analyst. Every charge debits it.
+
+        Changing it appends a new record; it may be raised, lowered to no less than what all
+        analysts together have spent, or moved to another currency every past charge
+        converts to (pure ε → (ε, δ) or zCDP).
+
+        >>> from statcurator.core.measures import PureDP
+        >>> led = Ledger()
+        >>> led.set_dataset_budget("adult", PureDP(10)).total
+        PureDP(epsilon=Fraction(10, 1))
+        """
+        dataset = check_name(dataset, "dataset")
+        return self._set_total("dataset", None, dataset, total)
+
+    def set_budget(self, analyst: str, dataset: str, total: Amount) -> BudgetStatus:
+        """Grant ``analyst`` a total privacy budget on ``dataset`` (or change the grant).
+
+        The grant is bounded in use by the dataset-wide budget (see
+        :meth:`set_dataset_budget`): a charge must fit in both. A change is a new record; it
+        may raise or lower the total, and even change its kind, as long as everything already
+        spent still fits and converts (pure ε → (ε, δ) or zCDP; never the other way).
 
         >>> from statcurator.core.measures import PureDP, ZCDP
         >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(10))
         >>> _ = led.set_budget("bob", "adult", PureDP(1))
         >>> _ = led.charge("bob", "adult", PureDP(1), request_id="b1", query="q", mechanism="m")
         >>> led.set_budget("bob", "adult", ZCDP(1)).spent      # ε=1 ⇒ ρ=1/2
@@ -174,61 +232,39 @@ class Ledger:
         ...
         statcurator.core.errors.InvalidParameterError: the new total ρ=0.25 is below what analyst 'bob' on dataset 'adult' has already spent (ρ=0.5); set a total of at least ρ=0.5: spent budget is never refunded
         """
-        analyst, dataset = _name(analyst, "analyst"), _name(dataset, "dataset")
-        loss = validate_loss(total, "total")
-        kind = kind_of(loss)
-        key = (analyst, dataset)
-        label = _label(analyst, dataset)
-        with self._lock:
-            with self._backend.write():
-                records = self._backend.charges(analyst, dataset)
-                spent = [Fraction(0)] * len(convert(loss, kind))
-                for rec in records:
-                    stored = _decode_charge(rec)
-                    try:
-                        price = convert(stored, kind)
-                    except InvalidParameterError as e:
-                        raise InvalidParameterError(
-                            f"the budget of {label} cannot become {describe(kind, convert(loss, kind))}: "
-                            f"charge {rec.request_id!r} ({stored}) cannot be spent from it "
-                            f"({e.problem})",
-                            remedy="keep a budget of a kind that every past charge converts to"
-                        ) from None
-                    spent = [s + p for s, p in zip(spent, price, strict=True)]
-                limit = convert(loss, kind)
-                if any(s > t for s, t in zip(spent, limit, strict=True)):
-                    shown = describe(kind, tuple(spent))
-                    raise InvalidParameterError(
-                        f"the new total {describe(kind, limit)} is below what {label} has "
-                        f"already spent ({shown})",
-                        remedy=f"set a total of at least {shown}: spent budget is never refunded")
-                previous = self._backend.latest_budget(analyst, dataset)
-                if previous is None or _budget_text(previous) != encode(loss):
-                    self._backend.insert_budget(analyst, dataset, *encode(loss), set_at=_now())
-            acc = Accountant._restore(loss, tuple(spent), len(records), label=label)
-            self._summed[key] = _Spent(kind, records[-1].seq if records else 0, tuple(spent),
-                                       len(records))
-        return acc.status()
+        analyst, dataset = analyst_id(analyst), check_name(dataset, "dataset")
+        return self._set_total("grant", analyst, dataset, total)
 
     def status(self, analyst: str, dataset: str) -> BudgetStatus:
-        """The budget of ``analyst`` on ``dataset``: total, spent and remaining, exactly.
+        """The grant of ``analyst`` on ``dataset``: total, spent and remaining, exactly.
 
-        Raises :class:`NoBudgetError` when no budget was set.
+        Raises :class:`NoBudgetError` when there is none.
 
         >>> from statcurator.core.measures import ApproxDP
         >>> led = Ledger()
         >>> _ = led.set_budget("carol", "adult", ApproxDP(1, 1e-6))
-        >>> print(led.status("carol", "adult"))
+        >>> print(led.status("Carol", "adult"))
         spent ε=0, δ=0 of ε=1, δ=1e-06 in 0 charges; remaining ε=1, δ=1e-06
         """
-        analyst, dataset = _name(analyst, "analyst"), _name(dataset, "dataset")
-        with self._lock:
-            with self._backend.read():
-                acc = self._accountant(analyst, dataset)
-            return acc.status()
+        analyst, dataset = analyst_id(analyst), check_name(dataset, "dataset")
+        row = self._state(analyst, dataset, None).get("grant")
+        return self._budget("grant", row, analyst, dataset).status()
+
+    def dataset_status(self, dataset: str) -> BudgetStatus:
+        """The dataset-wide budget of ``dataset``: total, spent by all analysts, remaining.
+
+        >>> from statcurator.core.measures import PureDP
+        >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(2))
+        >>> led.dataset_status("adult").remaining
+        PureDP(epsilon=Fraction(2, 1))
+        """
+        dataset = check_name(dataset, "dataset")
+        row = self._state(None, dataset, None).get("dataset")
+        return self._budget("dataset", row, None, dataset).status()
 
     def budgets(self) -> dict[tuple[str, str], BudgetStatus]:
-        """Every budget in the ledger, by (analyst, dataset), from one snapshot.
+        """Every grant, by (analyst, dataset).
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
@@ -236,13 +272,28 @@ class Ledger:
         >>> list(led.budgets())
         [('alice', 'adult')]
         """
-        with self._lock, self._backend.read():
-            return {key: self._accountant(*key).status()
-                    for key in self._backend.budget_keys()}
+        with self._lock:
+            rows = self._backend.latest("grant")
+        return {(str(r.analyst), str(r.dataset)):
+                self._budget("grant", r, r.analyst, str(r.dataset)).status() for r in rows}
 
-    def can_spend(self, analyst: str, dataset: str,
-                  cost: PrivacyLoss | Fraction | int | float) -> bool:
-        """True when ``cost`` fits in what remains (False when there is no budget at all).
+    def dataset_budgets(self) -> dict[str, BudgetStatus]:
+        """Every dataset-wide budget, by dataset.
+
+        >>> from statcurator.core.measures import PureDP
+        >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(5))
+        >>> {d: str(s.total) for d, s in led.dataset_budgets().items()}
+        {'adult': 'ε=5'}
+        """
+        with self._lock:
+            rows = self._backend.latest("dataset")
+        return {str(r.dataset): self._budget("dataset", r, None, str(r.dataset)).status()
+                for r in rows}
+
+    def can_spend(self, analyst: str, dataset: str, cost: Amount) -> bool:
+        """True when ``cost`` fits in both the grant and the dataset-wide budget (False when
+        either is missing).
 
         Invalid or incompatible costs raise :class:`~statcurator.core.errors.InvalidParameterError`
         rather than answer False, so that the remedy is not lost. The answer is advisory:
@@ -250,38 +301,43 @@ class Ledger:
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(1))
         >>> led.can_spend("alice", "adult", PureDP(1))
         False
-        >>> _ = led.set_budget("alice", "adult", PureDP(1))
+        >>> _ = led.set_budget("alice", "adult", PureDP(2))
         >>> led.can_spend("alice", "adult", PureDP(1)), led.can_spend("alice", "adult", 1.5)
         (True, False)
         """
-        analyst, dataset = _name(analyst, "analyst"), _name(dataset, "dataset")
+        analyst, dataset = analyst_id(analyst), check_name(dataset, "dataset")
         loss = validate_loss(cost)
-        with self._lock:
-            try:
-                with self._backend.read():
-                    acc = self._accountant(analyst, dataset)
-            except NoBudgetError:
-                return False
-        return acc.can_spend(loss)
+        st = self._state(analyst, dataset, None)
+        try:
+            budgets = [self._budget(scope, st.get(scope), analyst, dataset)
+                       for scope in ("dataset", "grant")]
+        except NoBudgetError:
+            return False
+        return all(b.fits(loss) for b in budgets)
 
     # -- charging -----------------------------------------------------------------------------
-    def charge(self, analyst: str, dataset: str, cost: PrivacyLoss | Fraction | int | float, *,
-               request_id: str, query: str, mechanism: str) -> Charge:
-        """Spend ``cost`` from the budget of ``analyst`` on ``dataset``, recording the charge.
+    def charge(self, analyst: str, dataset: str, cost: Amount, *, request_id: str, query: str,
+               mechanism: str) -> Charge:
+        """Spend ``cost`` from the grant of ``analyst`` on ``dataset`` and from the dataset's
+        dataset-wide budget, recording the charge.
 
-        One exclusive transaction reads what is spent, checks that ``cost`` fits and records
-        the charge, so no interleaving of processes can overspend. Raises
-        :class:`~statcurator.core.errors.BudgetExceededError` (a :class:`NoBudgetError` when
-        there is no budget) and records nothing when the charge does not fit.
+        One atomic append after one read, so no interleaving of processes can overspend
+        either budget. Raises :class:`NoBudgetError` when the dataset has no dataset-wide
+        budget or the analyst no grant, and
+        :class:`~statcurator.core.errors.BudgetExceededError` when the cost does not fit in
+        one of them; a refusal records nothing.
 
-        A ``request_id`` that was already charged is not charged again: the stored charge
-        comes back with ``replayed=True`` (see :meth:`replay` for its answer). Reusing a
-        request id for another analyst, dataset, query or cost is an error.
+        ``request_id`` is scoped to the analyst. A request id the analyst already charged is
+        not charged again: the stored charge comes back with ``replayed=True`` (see
+        :meth:`replay` for its answer); reusing it for another dataset, query or cost is an
+        error. Another analyst's ids are another namespace.
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(10))
         >>> _ = led.set_budget("alice", "adult", PureDP(0.5))
         >>> led.charge("alice", "adult", PureDP(1), request_id="big", query="q", mechanism="m")
         Traceback (most recent call last):
@@ -290,30 +346,35 @@ class Ledger:
         >>> led.charges()
         []
         """
-        analyst, dataset = _name(analyst, "analyst"), _name(dataset, "dataset")
-        request_id = _name(request_id, "request_id")
+        analyst, dataset = analyst_id(analyst), check_name(dataset, "dataset")
+        request_id = check_name(request_id, "request_id")
         query, mechanism = _text(query, "query"), _text(mechanism, "mechanism")
         loss = validate_loss(cost)
         stored = encode(loss)
-        key = (analyst, dataset)
-        with self._lock:
-            with self._backend.write():
-                prior = self._backend.charge_for(request_id)
-                if prior is None:
-                    acc = self._accountant(analyst, dataset)
-                    acc.spend(loss)
-                    seq = self._backend.insert_charge(request_id, analyst, dataset, *stored,
-                                                      query=query, mechanism=mechanism,
-                                                      charged_at=(now := _now()))
+        cost_fields = dict(zip(("kind", "epsilon", "delta", "rho"), stored, strict=True))
+
+        def build(st: dict[str, LedgerEntry]) -> dict[str, Any] | Charge:
+            prior = st.get("charge")
             if prior is not None:
-                _check_replay(prior, analyst, dataset, stored, query)
-                return _to_charge(prior, replayed=True)
-            # Committed: every charge of the pair up to ``seq`` is now summed in ``acc``.
-            self._summed[key] = _Spent(acc.kind, seq, tuple(convert(acc.spent, acc.kind)),
-                                       acc.charges)
-            self._pending.add(request_id)
+                _check_replay(prior, dataset, stored, query)
+                return _to_charge(prior, replayed=True, answered="answer" in st)
+            data = self._budget("dataset", st.get("dataset"), analyst, dataset)
+            grant = self._budget("grant", st.get("grant"), analyst, dataset)
+            g_total, g_spent, g_count = grant.debit(loss)
+            d_total, d_spent, d_count = data.debit(loss)
+            return {"type": "charge", "analyst": analyst, "dataset": dataset,
+                    "request_id": request_id, **cost_fields, "query": query,
+                    "mechanism": mechanism, "grant_total": g_total, "grant_spent": g_spent,
+                    "grant_charges": g_count, "dataset_total": d_total,
+                    "dataset_spent": d_spent, "dataset_charges": d_count}
+
+        with self._lock:
+            outcome = self._write(analyst, dataset, request_id, build)
+            if isinstance(outcome, Charge):
+                return outcome
+            self._pending.add((analyst, request_id))
         return Charge(request_id, analyst, dataset, loss, query, mechanism,
-                      datetime.fromisoformat(now), seq)
+                      datetime.fromisoformat(outcome.at), outcome.seq)
 
     def charges(self, analyst: str | None = None, dataset: str | None = None) -> list[Charge]:
         """The recorded charges, oldest first, optionally of one analyst and/or dataset.
@@ -321,118 +382,167 @@ class Ledger:
         >>> Ledger().charges("alice")
         []
         """
-        analyst = None if analyst is None else _name(analyst, "analyst")
-        dataset = None if dataset is None else _name(dataset, "dataset")
-        with self._lock, self._backend.read():
-            records = self._backend.charges(analyst, dataset)
-        return [_to_charge(r) for r in records]
+        rows = self.entries(analyst=analyst, dataset=dataset, types=("charge", "answer"))
+        answered = {(r.analyst, r.request_id) for r in rows if r.type == "answer"}
+        return [_to_charge(r, answered=(r.analyst, r.request_id) in answered)
+                for r in rows if r.type == "charge"]
+
+    def entries(self, *, analyst: str | None = None, dataset: str | None = None,
+                types: tuple[str, ...] | None = None) -> list[LedgerEntry]:
+        """The ledger's rows in order (for audits, ``budget history`` and exports),
+        optionally of one analyst and/or dataset and of some types (see
+        :data:`~statcurator.accounting.ENTRY_TYPES`).
+
+        >>> [e.type for e in Ledger().entries()]
+        ['genesis']
+        """
+        analyst = None if analyst is None else analyst_id(analyst)
+        dataset = None if dataset is None else check_name(dataset, "dataset")
+        with self._lock:
+            return list(self._backend.entries(analyst=analyst, dataset=dataset, types=types))
 
     # -- answers ------------------------------------------------------------------------------
-    def store_answer(self, request_id: str, payload: str) -> None:
+    def store_answer(self, analyst: str, request_id: str, payload: str) -> None:
         """Record the answer released for a charged request, so that a replay returns it.
 
-        Allowed once per request id, and only by the ledger object that made the (fresh)
-        charge: an answer cannot be stored before its charge (debit before release), and a
-        request whose answer was lost in a crash cannot get a new, free answer. Storing the
-        same payload again is a no-op.
+        Allowed once per (analyst, request id), and only by the ledger object that made the
+        (fresh) charge: an answer cannot be stored before its charge (debit before release),
+        and a request whose answer was lost in a crash cannot get a new, free answer. Storing
+        the same payload again is a no-op.
 
-        >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
-        >>> led.store_answer("nope", "42")
+        >>> led.store_answer("alice", "nope", "42")
         Traceback (most recent call last):
         ...
-        statcurator.core.errors.LedgerError: no charge is recorded for request 'nope'; charge the request before storing its answer: the ledger debits before anything is released
+        statcurator.core.errors.LedgerError: analyst 'alice' has no charge under request id 'nope'; charge the request before storing its answer: the ledger debits before anything is released
         """
-        request_id = _name(request_id, "request_id")
+        analyst, request_id = analyst_id(analyst), check_name(request_id, "request_id")
         if not isinstance(payload, str):
             raise InvalidParameterError(
                 f"an answer must be stored as text, got {type(payload).__name__}",
                 remedy="serialize it first (for example with json.dumps)")
+        key = (analyst, request_id)
+
+        def build(st: dict[str, LedgerEntry]) -> dict[str, Any] | None:
+            charged = st.get("charge")
+            if charged is None:
+                raise LedgerError(f"analyst {analyst!r} has no charge under request id "
+                                  f"{request_id!r}",
+                                  remedy="charge the request before storing its answer: "
+                                         "the ledger debits before anything is released")
+            existing = st.get("answer")
+            if existing is not None:
+                if existing.payload == payload:
+                    return None
+                raise LedgerError(
+                    f"request {request_id!r} already has a stored answer, and answers are "
+                    "append-only",
+                    remedy="a replay returns the first answer; a new answer needs a new "
+                           "request id (charged again)")
+            if key not in self._pending:
+                raise AnswerLostError(
+                    f"request {request_id!r} was charged by another process or an earlier "
+                    "run, and its answer was never stored; a fresh answer cannot be stored "
+                    "under it",
+                    remedy="fresh noise under an already charged request id would be free; "
+                           "submit the query under a new request id, which is charged again")
+            return {"type": "answer", "analyst": analyst, "dataset": charged.dataset,
+                    "request_id": request_id, "payload": payload}
+
         with self._lock:
-            with self._backend.write():
-                prior = self._backend.charge_for(request_id)
-                if prior is None:
-                    raise LedgerError(f"no charge is recorded for request {request_id!r}",
-                                      remedy="charge the request before storing its answer: "
-                                             "the ledger debits before anything is released")
-                existing = self._backend.answer(request_id)
-                if existing is not None:
-                    if existing == payload:
-                        return
-                    raise LedgerError(
-                        f"request {request_id!r} already has a stored answer, and answers are "
-                        "append-only",
-                        remedy="a replay returns the first answer; a new answer needs a new "
-                               "request id (charged again)")
-                if request_id not in self._pending:
-                    raise AnswerLostError(
-                        f"request {request_id!r} was charged by another process or an earlier "
-                        "run, and its answer was never stored; a fresh answer cannot be stored "
-                        "under it",
-                        remedy="fresh noise under an already charged request id would be free; "
-                               "submit the query under a new request id, which is charged again")
-                self._backend.insert_answer(request_id, payload, _now())
-            self._pending.discard(request_id)
+            self._write(analyst, None, request_id, build)
+            self._pending.discard(key)
 
-    def answer(self, request_id: str) -> str | None:
-        """The answer stored for ``request_id``, or ``None`` (never charged, or never stored).
+    def answer(self, analyst: str, request_id: str) -> str | None:
+        """The answer stored for ``analyst``'s ``request_id``, or ``None``.
 
-        >>> Ledger().answer("r1") is None
+        >>> Ledger().answer("alice", "r1") is None
         True
         """
-        request_id = _name(request_id, "request_id")
-        with self._lock, self._backend.read():
-            return self._backend.answer(request_id)
+        analyst, request_id = analyst_id(analyst), check_name(request_id, "request_id")
+        row = self._state(analyst, None, request_id).get("answer")
+        return None if row is None else row.payload
 
-    def replay(self, request_id: str) -> str:
-        """The answer stored for an already charged request, for free.
+    def replay(self, analyst: str, request_id: str) -> str:
+        """The answer stored for ``analyst``'s already charged request, for free.
 
         Raises :class:`AnswerLostError` when the request was charged but no answer was stored
         (the curator stopped between the charge and the release, or the answer is still being
         computed): the budget stays spent and nothing fresh is released under that id. Raises
-        :class:`~statcurator.core.errors.LedgerError` for a request id that was never charged.
+        :class:`~statcurator.core.errors.LedgerError` for a request id the analyst never
+        charged (whether or not another analyst used it).
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(10))
         >>> _ = led.set_budget("alice", "adult", PureDP(1))
         >>> _ = led.charge("alice", "adult", PureDP(0.5), request_id="r", query="q", mechanism="m")
-        >>> led.replay("r")
+        >>> led.replay("alice", "r")
         Traceback (most recent call last):
         ...
         statcurator.accounting.AnswerLostError: request 'r' is charged (ε=0.5) but no answer is stored: its first submission is still being computed in this process; retry when it has returned
         """
-        request_id = _name(request_id, "request_id")
-        with self._lock:
-            with self._backend.read():
-                prior = self._backend.charge_for(request_id)
-                stored = None if prior is None else self._backend.answer(request_id)
-            pending = request_id in self._pending
+        analyst, request_id = analyst_id(analyst), check_name(request_id, "request_id")
+        st = self._state(analyst, None, request_id)
+        prior, stored = st.get("charge"), st.get("answer")
         if prior is None:
-            raise LedgerError(f"no charge is recorded for request {request_id!r}",
-                              remedy="submit the query with charge() first")
+            raise LedgerError(f"analyst {analyst!r} has no charge under request id "
+                              f"{request_id!r}", remedy="submit the query with charge() first")
         if stored is not None:
-            return stored
-        cost = _decode_charge(prior)
-        problem = f"request {request_id!r} is charged ({cost}) but no answer is stored"
-        if pending:
+            return str(stored.payload)
+        problem = f"request {request_id!r} is charged ({_cost(prior)}) but no answer is stored"
+        if (analyst, request_id) in self._pending:
             raise AnswerLostError(f"{problem}: its first submission is still being computed in "
                                   "this process", remedy="retry when it has returned")
         raise AnswerLostError(
-            f"{problem}: the curator stopped between the charge ({prior.charged_at}) and the "
+            f"{problem}: the curator stopped between the charge ({prior.at}) and the "
             "release, or another process is still computing it",
             remedy="the budget stays spent and fresh noise is never released for free under a "
                    "charged request id; submit the query under a new request id, which is "
                    "charged again")
 
-    # -- housekeeping -------------------------------------------------------------------------
-    def counts(self) -> dict[str, int]:
-        """Row counts of the ledger's tables (for audits and tests).
+    # -- verification ---------------------------------------------------------------------------
+    def verify(self, anchor: str | None = None) -> Verification:
+        """Verify the whole chain and re-derive every running total from the charges.
 
-        >>> Ledger().counts()
-        {'budgets': 0, 'charges': 0, 'answers': 0}
+        Raises :class:`~statcurator.accounting.LedgerTamperedError` naming the first bad
+        row. Opening a ledger verifies the chain alone; this also audits the arithmetic.
+        ``anchor`` is an earlier :attr:`Verification.anchor` kept elsewhere: the ledger must
+        still hold that row with that hash, which detects rows cut off its end and an older
+        copy (or a new file) put in its place.
+
+        >>> led = Ledger()
+        >>> v = led.verify()
+        >>> v.rows, v.keyed, v.audited
+        (1, False, True)
+        >>> led.verify(anchor=v.anchor).rows
+        1
         """
         with self._lock:
-            return self._backend.counts()
+            return self._verify(audit=True, anchor=anchor)
+
+    def anchor(self) -> str:
+        """``rows:hash`` of the ledger's last row now (one read): keep it somewhere the
+        ledger's writers cannot reach, and pass it to :meth:`verify` or ``Ledger(anchor=)``
+        later to detect rows cut off the end, an older copy or a new file in its place.
+
+        >>> led = Ledger()
+        >>> led.verify(anchor=led.anchor()).rows
+        1
+        """
+        head = self._state(None, None, None)["head"]
+        return f"{head.seq}:{head.hash}"
+
+    def counts(self) -> dict[str, int]:
+        """Number of dataset budgets, grants, charges and answers recorded.
+
+        >>> Ledger().counts()
+        {'dataset_budgets': 0, 'budgets': 0, 'charges': 0, 'answers': 0}
+        """
+        with self._lock:
+            found = self._backend.counts()
+        return {"dataset_budgets": found["dataset_budget"], "budgets": found["grant"],
+                "charges": found["charge"], "answers": found["answer"]}
 
     def close(self) -> None:
         """Close the ledger (an in-memory ledger is gone). Idempotent."""
@@ -449,47 +559,291 @@ class Ledger:
         return f"Ledger({self.location!r})"
 
     # -- internals ----------------------------------------------------------------------------
-    def _accountant(self, analyst: str, dataset: str) -> Accountant:
-        """The pair's budget with everything spent so far; call inside a transaction.
+    def _open(self, anchor: str | None) -> Verification:
+        with self._lock:
+            self._refuse_problems()
+            if "head" not in self._backend.state(None, None, None):
+                mode = "hmac-sha256" if self._key is not None else "sha256"
+                payload = json.dumps({"format": FORMAT, "hash": mode,
+                                      "ledger": uuid.uuid4().hex}, sort_keys=True)
+                genesis = LedgerEntry(1, "genesis", payload=payload, at=_now(), prev_hash=ZERO)
+                with contextlib.suppress(ChainConflict):  # another process created it first
+                    self._backend.append(_seal(genesis, digest(genesis, self._key)))
+            return self._verify(audit=False, anchor=anchor)
 
-        Charges are append-only and their ``seq`` grows in commit order, so only the charges
-        after the last one summed by this process need reading.
-        """
-        label = _label(analyst, dataset)
-        budget = self._backend.latest_budget(analyst, dataset)
-        if budget is None:
-            raise NoBudgetError(f"{label} has no privacy budget",
-                                remedy=f"the data owner sets one first, e.g. "
-                                       f"ledger.set_budget({analyst!r}, {dataset!r}, PureDP(1))")
-        total = decode(budget.kind, budget.epsilon, budget.delta, budget.rho)
-        known = self._summed.get((analyst, dataset))
-        if known is None or known.kind != budget.kind:
-            known = _Spent(budget.kind, 0, tuple(Fraction(0) for _ in convert(total, budget.kind)), 0)
-        spent, count, seq = list(known.spent), known.charges, known.seq
-        for rec in self._backend.charges(analyst, dataset, after=known.seq):
+    def _refuse_problems(self) -> None:
+        problems = self._backend.problems()
+        if problems:
+            raise LedgerTamperedError(f"the ledger {self.location} was tampered with: "
+                                      + "; ".join(problems), remedy=_TAMPERED)
+
+    def _verify(self, *, audit: bool, anchor: str | None = None) -> Verification:
+        self._refuse_problems()
+        checker = Audit(self.location) if audit else None
+        prev, n, ledger_id = ZERO, 0, ""
+        at, expected = _parse_anchor(anchor)
+        anchored: str | None = None
+        for e in self._backend.entries():
+            n += 1
+            if e.seq != n:
+                raise self._tampered(min(e.seq, n), f"row {n} is missing" if e.seq > n
+                                     else "rows are out of order")
+            if e.prev_hash != prev:
+                raise self._tampered(n, "it does not link to the row before it (a row was "
+                                        "deleted, inserted or changed)")
+            if n == 1:
+                ledger_id = self._check_genesis(e)
+            if digest(e, self._key) != e.hash:
+                raise self._tampered(n, "its content does not match its hash (it was "
+                                        "changed, or the ledger's key is not the one "
+                                        "configured)")
+            if checker is not None:
+                checker.feed(e)
+            if e.seq == at:
+                anchored = e.hash
+            prev = e.hash
+        if n == 0:
+            raise self._tampered(None, "the ledger is empty: its genesis row was deleted")
+        if n < self._seen:
+            raise self._tampered(n, f"the ledger shrank from {self._seen} rows to {n}")
+        if at and anchored != expected:
+            why = (f"it has {n} rows, fewer than the {at} of its anchor" if anchored is None
+                   else f"row {at} differs from its anchor")
+            raise self._tampered(min(at, n), f"{why}: rows were cut off its end, or the file "
+                                             "was replaced by an older copy or a new ledger")
+        self._seen = n
+        return Verification(self.location, n, prev, keyed=self._key is not None,
+                            ledger_id=ledger_id, audited=audit)
+
+    def _check_genesis(self, e: LedgerEntry) -> str:
+        try:
+            info = json.loads(e.payload or "")
+            mode, ledger_id, fmt = info["hash"], str(info["ledger"]), info["format"]
+        except (ValueError, KeyError, TypeError):
+            raise self._tampered(1, "the genesis row is malformed") from None
+        if e.type != "genesis" or fmt != FORMAT or mode not in ("sha256", "hmac-sha256"):
+            raise self._tampered(1, "the first row is not a genesis row of this format")
+        if mode == "hmac-sha256" and self._key is None:
+            raise LedgerError(f"the ledger {self.location} is protected by a secret key "
+                              "(HMAC-SHA-256) and none is configured",
+                              remedy=f"set the environment variable {KEY_ENV} to the "
+                                     "ledger's key (or pass key=)")
+        if mode == "sha256" and self._key is not None:
+            raise LedgerError(f"the ledger {self.location} was created without a key, but a "
+                              "key is configured",
+                              remedy=f"unset {KEY_ENV} (or drop key=) to open it; a key cannot "
+                                     "be added to an existing chain, so start a new ledger "
+                                     "to use one")
+        return ledger_id
+
+    def _tampered(self, row: int | None, why: str) -> LedgerTamperedError:
+        where = f" at row {row}" if row is not None else ""
+        return LedgerTamperedError(f"the ledger {self.location} is broken{where}: {why}",
+                                   row=row, remedy=_TAMPERED)
+
+    def _state(self, analyst: str | None, dataset: str | None,
+               request_id: str | None) -> dict[str, LedgerEntry]:
+        """One read; every row it returns is re-hashed (a cheap check of what we rely on)."""
+        with self._lock:
+            st = self._backend.state(analyst, dataset, request_id)
+            head = st.get("head")
+            if head is None or head.seq < self._seen:
+                raise self._tampered(None if head is None else head.seq,
+                                     f"the ledger shrank from {self._seen} rows to "
+                                     f"{0 if head is None else head.seq}")
+            self._seen = head.seq
+            checked: set[int] = set()
+            for row in st.values():
+                if row.seq not in checked and digest(row, self._key) != row.hash:
+                    raise self._tampered(row.seq, "its content does not match its hash")
+                checked.add(row.seq)
+            return st
+
+    def _write(self, analyst: str | None, dataset: str | None, request_id: str | None,
+               build: Callable[[dict[str, LedgerEntry]], Any]) -> Any:
+        """Read, decide, append at ``head + 1``; when another writer took that position
+        first, read again and decide again (optimistic concurrency, see ``_backend``).
+        ``build`` returns the new row's fields (a dict), or anything else to append nothing;
+        returns that, or the appended row."""
+        deadline = time.monotonic() + self._timeout
+        pause = 0.0005
+        while True:
+            st = self._state(analyst, dataset, request_id)
+            head = st["head"]
+            outcome = build(st)
+            if not isinstance(outcome, dict):
+                return outcome
+            row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, **outcome)
+            row = _seal(row, digest(row, self._key))
             try:
-                price = convert(_decode_charge(rec), budget.kind)
+                self._backend.append(row)
+            except ChainConflict:
+                if time.monotonic() > deadline:
+                    raise LedgerError(f"the ledger {self.location} stayed contended by other "
+                                      f"writers for {self._timeout:g} s",
+                                      remedy="retry, or open the Ledger with a longer "
+                                             "timeout=") from None
+                time.sleep(random.uniform(0, pause))  # noqa: S311 - back-off jitter only
+                pause = min(pause * 2, 0.05)
+                continue
+            self._seen = row.seq
+            return row
+
+    def _budget(self, scope: str, row: LedgerEntry | None, analyst: str | None,
+                dataset: str) -> _Budget:
+        """The budget a state row holds (after that row); :class:`NoBudgetError` if none."""
+        if scope == "grant":
+            label = f"analyst {analyst!r} on dataset {dataset!r}"
+            if row is None:
+                raise NoBudgetError(
+                    f"analyst {analyst!r} has no privacy budget on dataset {dataset!r}",
+                    remedy=f"the data owner grants one first: `statcurator budget set "
+                           f"--dataset {dataset} --analyst {analyst} --epsilon E` (Python: "
+                           f"curator.set_budget({analyst!r}, {dataset!r}, epsilon=E))")
+            total, spent, count = row.grant_total, row.grant_spent, row.grant_charges
+        else:
+            label = f"dataset {dataset!r} (its dataset-wide budget, shared by all analysts)"
+            if row is None:
+                raise NoBudgetError(
+                    f"dataset {dataset!r} has no dataset-wide privacy budget in the ledger "
+                    f"{self.location}",
+                    remedy=f"the data owner sets its lifetime budget first: `statcurator "
+                           f"budget set --dataset {dataset} --epsilon E` (Python: "
+                           f"curator.set_dataset_budget({dataset!r}, epsilon=E))")
+            total, spent, count = row.dataset_total, row.dataset_spent, row.dataset_charges
+        kind, limit = unpack(total)
+        used = unpack(spent)
+        if used[0] != kind or not isinstance(count, int):
+            raise self._tampered(row.seq, "its running totals are malformed")
+        if any(s > t for s, t in zip(used[1], limit, strict=True)):
+            raise self._tampered(row.seq, f"it records more spent by {label} than its total")
+        return _Budget(kind, limit, used[1], count, label, total)
+
+
+    def _set_total(self, scope: str, analyst: str | None, dataset: str,
+                   total: Amount) -> BudgetStatus:
+        loss = validate_loss(total, "total")
+        kind = kind_of(loss)
+        limit = convert(loss, kind)
+        label = (f"analyst {analyst!r} on dataset {dataset!r}" if scope == "grant"
+                 else f"dataset {dataset!r} (all analysts together)")
+        result: list[BudgetStatus] = []
+
+        def build(st: dict[str, LedgerEntry]) -> dict[str, Any] | None:
+            prior = st.get(scope)
+            if prior is not None and unpack(_field(prior, scope, "total"))[0] == kind:
+                spent = unpack(_field(prior, scope, "spent"))[1]
+                count = int(_field(prior, scope, "charges"))  # type: ignore[arg-type]
+            else:
+                spent, count = self._resum(kind, label, analyst, dataset, st["head"].seq)
+            if any(s > t for s, t in zip(spent, limit, strict=True)):
+                shown = describe(kind, spent)
+                raise InvalidParameterError(
+                    f"the new total {describe(kind, limit)} is below what {label} has "
+                    f"already spent ({shown})",
+                    remedy=f"set a total of at least {shown}: spent budget is never refunded")
+            result[:] = [_Budget(kind, limit, spent, count, label, "").status()]
+            if prior is not None and _field(prior, scope, "total") == pack(kind, limit):
+                return None  # unchanged: nothing to record
+            return {"type": "grant" if scope == "grant" else "dataset_budget",
+                    "analyst": analyst, "dataset": dataset,
+                    **dict(zip(("kind", "epsilon", "delta", "rho"), encode(loss), strict=True)),
+                    f"{scope}_total": pack(kind, limit), f"{scope}_spent": pack(kind, spent),
+                    f"{scope}_charges": count}
+
+        with self._lock:
+            self._write(analyst, dataset, None, build)
+        return result[0]
+
+    def _resum(self, kind: str, label: str, analyst: str | None, dataset: str,
+               upto: int) -> tuple[tuple[Fraction, ...], int]:
+        """Everything charged to a budget, re-expressed in the currency ``kind``."""
+        spent = [Fraction(0)] * (2 if kind == "approx" else 1)
+        count = 0
+        for rec in self._backend.entries(upto=upto, analyst=analyst, dataset=dataset,
+                                         types=("charge",)):
+            cost = _cost(rec)
+            try:
+                price = convert(cost, kind)
             except InvalidParameterError as e:
-                raise LedgerError(f"the ledger holds a charge {rec.request_id!r} that the budget "
-                                  f"of {label} cannot hold ({e.problem})",
-                                  remedy="the ledger file was altered; restore it from a backup"
-                                  ) from None
+                raise InvalidParameterError(
+                    f"the budget of {label} cannot become a {kind} budget: charge "
+                    f"{rec.request_id!r} ({cost}) cannot be spent from it ({e.problem})",
+                    remedy="keep a budget of a kind that every past charge converts to"
+                ) from None
             spent = [s + p for s, p in zip(spent, price, strict=True)]
-            count, seq = count + 1, rec.seq
-        limit = convert(total, budget.kind)
-        if any(s > t for s, t in zip(spent, limit, strict=True)):
-            raise LedgerError(f"the ledger records more spent by {label} than its total",
-                              remedy="the ledger file was altered; restore it from a backup")
-        self._summed[(analyst, dataset)] = _Spent(budget.kind, seq, tuple(spent), count)
-        return Accountant._restore(total, tuple(spent), count, label=label)
+            count += 1
+        return tuple(spent), count
 
 
-def _name(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidParameterError(f"{what} must be a non-empty string, got {value!r}",
-                                    remedy=f"pass the {what} as text, such as {what}='alice'"
-                                    if what == "analyst" else f"pass the {what} as text")
-    return value
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    """One budget as a state row holds it, in its own currency (exact)."""
+
+    kind: str
+    total: tuple[Fraction, ...]
+    spent: tuple[Fraction, ...]
+    count: int
+    label: str
+    total_text: str
+
+    def status(self) -> BudgetStatus:
+        remaining = tuple(t - s for t, s in zip(self.total, self.spent, strict=True))
+        return BudgetStatus(make(self.kind, self.total), make(self.kind, self.spent),
+                            make(self.kind, remaining), self.count)
+
+    def _after(self, loss: PrivacyLoss) -> tuple[Fraction, ...]:
+        # Same currency (the common case): the loss's own parameters, no conversion.
+        price = components(loss) if kind_of(loss) == self.kind else convert(loss, self.kind)
+        return tuple(s + p for s, p in zip(self.spent, price, strict=True))
+
+    def fits(self, loss: PrivacyLoss) -> bool:
+        return all(n <= t for n, t in zip(self._after(loss), self.total, strict=True))
+
+    def debit(self, loss: PrivacyLoss) -> tuple[str, str, int]:
+        """The stored totals after spending ``loss`` (already validated), or
+        :class:`~statcurator.core.errors.BudgetExceededError` when it does not fit."""
+        new = self._after(loss)
+        if any(n > t for n, t in zip(new, self.total, strict=True)):
+            acc = Accountant._restore(make(self.kind, self.total), self.spent, self.count,
+                                      label=self.label)
+            acc.spend(loss)  # raises, with the message and remedy of an Accountant
+        return self.total_text, pack(self.kind, new), self.count + 1
+
+
+def _seal(row: LedgerEntry, hash_: str) -> LedgerEntry:
+    """The row with its hash set (faster than dataclasses.replace, on the hot path)."""
+    object.__setattr__(row, "hash", hash_)
+    return row
+
+
+def _parse_anchor(anchor: str | None) -> tuple[int, str]:
+    if anchor is None:
+        return 0, ""
+    rows, _, head = anchor.partition(":") if isinstance(anchor, str) else ("", "", "")
+    if not rows.isdigit() or len(head) != 64:
+        raise InvalidParameterError(f"an anchor is 'rows:hash', got {anchor!r}",
+                                    remedy="pass the .anchor of an earlier verify()")
+    return int(rows), head
+
+
+def _resolve_key(key: str | bytes | None) -> bytes | None:
+    if key is None:
+        key = os.environ.get(KEY_ENV) or None
+        if key is None:
+            return None
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, bytes) or len(key) < _MIN_KEY:
+        raise InvalidParameterError(
+            f"the ledger key must be text or bytes of at least {_MIN_KEY} bytes",
+            remedy=f"generate one with: python -c \"import secrets; "
+                   f"print(secrets.token_hex(32))\" and keep it in {KEY_ENV}")
+    return key
+
+
+def _field(row: LedgerEntry, scope: str, name: str) -> Any:
+    return getattr(row, f"{scope}_{name}")
 
 
 def _text(value: object, what: str) -> str:
@@ -499,39 +853,32 @@ def _text(value: object, what: str) -> str:
     return value
 
 
-def _label(analyst: str, dataset: str) -> str:
-    return f"analyst {analyst!r} on dataset {dataset!r}"
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _budget_text(rec: BudgetRecord) -> tuple[str, str | None, str | None, str | None]:
-    return (rec.kind, rec.epsilon, rec.delta, rec.rho)
+def _cost(rec: LedgerEntry) -> PrivacyLoss:
+    return decode(str(rec.kind), rec.epsilon, rec.delta, rec.rho)
 
 
-def _decode_charge(rec: ChargeRecord) -> PrivacyLoss:
-    return decode(rec.kind, rec.epsilon, rec.delta, rec.rho)
-
-
-def _to_charge(rec: ChargeRecord, *, replayed: bool = False) -> Charge:
+def _to_charge(rec: LedgerEntry, *, replayed: bool = False, answered: bool = False) -> Charge:
     try:
-        when = datetime.fromisoformat(rec.charged_at)
+        when = datetime.fromisoformat(rec.at)
     except (TypeError, ValueError):
-        raise LedgerError(f"the ledger holds a malformed time {rec.charged_at!r}",
-                          remedy="the ledger file was altered; restore it from a backup") from None
-    return Charge(rec.request_id, rec.analyst, rec.dataset, _decode_charge(rec), rec.query,
-                  rec.mechanism, when, rec.seq, replayed=replayed, answered=rec.answered)
+        raise LedgerError(f"the ledger holds a malformed time {rec.at!r}",
+                          remedy="the ledger was altered; restore it from a backup") from None
+    return Charge(str(rec.request_id), str(rec.analyst), str(rec.dataset), _cost(rec),
+                  str(rec.query), str(rec.mechanism), when, rec.seq, replayed=replayed,
+                  answered=answered)
 
 
-def _check_replay(prior: ChargeRecord, analyst: str, dataset: str,
+def _check_replay(prior: LedgerEntry, dataset: str,
                   stored: tuple[str, str | None, str | None, str | None], query: str) -> None:
-    remedy = "give every new query a fresh, unique request id (such as uuid.uuid4().hex)"
-    if (prior.analyst, prior.dataset) != (analyst, dataset):
-        raise LedgerError(f"request id {prior.request_id!r} was already used by "
-                          f"{_label(prior.analyst, prior.dataset)}", remedy=remedy)
-    if prior.query != query or (prior.kind, prior.epsilon, prior.delta, prior.rho) != stored:
-        raise LedgerError(f"request id {prior.request_id!r} was already charged for another "
-                          f"query or cost ({_decode_charge(prior)} for {prior.query!r})",
-                          remedy=remedy)
+    # Only the analyst's own earlier request is quoted: ids are scoped per analyst.
+    if (prior.dataset != dataset or prior.query != query
+            or (prior.kind, prior.epsilon, prior.delta, prior.rho) != stored):
+        raise LedgerError(f"you already used request id {prior.request_id!r} for another "
+                          f"dataset, query or cost ({_cost(prior)} on {prior.dataset!r} for "
+                          f"{prior.query!r})",
+                          remedy="give every new query a fresh, unique request id (such as "
+                                 "uuid.uuid4().hex)")

@@ -23,6 +23,7 @@ ApproxDP(epsilon=Fraction(1, 10), delta=Fraction(1, 1000000))
 
 from __future__ import annotations
 
+import functools
 import numbers
 from decimal import Decimal
 from fractions import Fraction
@@ -32,7 +33,7 @@ from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from ..core.numbers import MAX_BITS, exact
 
 __all__ = ["KINDS", "kind_of", "components", "convert", "make", "validate_loss",
-           "encode", "decode", "describe", "rational_text"]
+           "encode", "decode", "describe", "rational_text", "pack", "unpack"]
 
 #: Budget currencies, by the name stored in the ledger.
 KINDS: dict[str, type[PrivacyLoss]] = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP}
@@ -80,7 +81,10 @@ def make(kind: str, values: tuple[Fraction, ...]) -> PrivacyLoss:
     cls = KINDS[kind]
     if all(v.numerator.bit_length() <= MAX_BITS and v.denominator.bit_length() <= MAX_BITS
            for v in values):
-        return cls(*values)
+        try:
+            return cls(*values)
+        except InvalidParameterError:  # a sum outside the magnitude range of parameters
+            pass
     obj = object.__new__(cls)
     for name, v in zip(_FIELDS[kind], values, strict=True):
         object.__setattr__(obj, name, v)
@@ -126,39 +130,27 @@ def validate_loss(value: object, what: str = "cost") -> PrivacyLoss:
 
 
 def convert(loss: PrivacyLoss, kind: str) -> tuple[Fraction, ...]:
-    """The parameters of ``loss`` in the currency ``kind``, converting only where valid.
+    """The parameters of ``loss`` in the currency ``kind``, by the core's one table of valid
+    implications (:func:`statcurator.core.measures.convert`). The ledger states no δ, so a
+    zCDP charge is never spent from an (ε, δ) budget without an explicit conversion.
 
     >>> convert(ApproxDP(Fraction(1, 2), 0), "pure")
     (Fraction(1, 2),)
     >>> convert(ZCDP(1), "approx")
     Traceback (most recent call last):
     ...
-    statcurator.core.errors.InvalidParameterError: a ρ-zCDP charge (ρ=1) cannot be spent from an (ε, δ)-DP budget; convert it first with loss.to_approx(delta) (which costs more than zCDP composition), or give Gaussian work a ZCDP budget
+    statcurator.core.errors.InvalidParameterError: a ρ-zCDP charge (ρ=1) cannot be spent from an (ε, δ)-DP budget; state the δ at which to convert (loss.to_approx(delta), which costs more than zCDP composition), or give Gaussian work a ZCDP budget
     """
-    source = kind_of(loss)
-    if source == kind:
-        return components(loss)
-    if source == "approx" and loss.delta == 0:  # type: ignore[attr-defined]
-        loss, source = PureDP(loss.epsilon), "pure"  # type: ignore[attr-defined]
-        if kind == "pure":
-            return (loss.epsilon,)
-    if source == "pure" and kind == "approx":
-        return (loss.epsilon, Fraction(0))  # type: ignore[attr-defined]
-    if source == "pure" and kind == "zcdp":
-        return (loss.epsilon ** 2 / 2,)  # type: ignore[attr-defined]
-    remedy = {
-        ("approx", "pure"): "give this analyst an ApproxDP(epsilon, delta) budget, or use a "
-                            "mechanism with delta = 0",
-        ("approx", "zcdp"): "(ε, δ) losses do not convert to zCDP; use an ApproxDP budget for "
-                            "work with δ > 0, or Gaussian noise (zCDP) throughout",
-        ("zcdp", "pure"): "zCDP never implies pure ε-DP; give Gaussian work a ZCDP budget, or "
-                          "use the Laplace mechanism",
-        ("zcdp", "approx"): "convert it first with loss.to_approx(delta) (which costs more than "
-                            "zCDP composition), or give Gaussian work a ZCDP budget",
-    }[(source, kind)]
-    raise InvalidParameterError(
-        f"{_NAMES[source]} charge ({loss}) cannot be spent from {_NAMES[kind]} budget",
-        remedy=remedy)
+    from ..core.measures import components as _components
+    from ..core.measures import convert as _convert
+
+    try:
+        return _components(_convert(loss, kind))
+    except InvalidParameterError as e:
+        source = kind_of(loss)
+        raise InvalidParameterError(
+            f"{_NAMES[source]} charge ({loss}) cannot be spent from {_NAMES[kind]} budget",
+            remedy=e.remedy) from None
 
 
 def rational_text(x: Fraction) -> str:
@@ -206,6 +198,41 @@ def decode(kind: str, epsilon: str | None, delta: str | None, rho: str | None) -
                           remedy="open it with the statcurator version that wrote it")
     stored = {"epsilon": epsilon, "delta": delta, "rho": rho}
     return make(kind, tuple(_parse(stored[f], f) for f in _FIELDS[kind]))
+
+
+def pack(kind: str, values: tuple[Fraction, ...]) -> str:
+    """An amount in a currency as one exact text, as the ledger's running totals are stored.
+
+    >>> pack("approx", (Fraction(1, 2), Fraction(1, 10**6)))
+    'approx:1/2,1/1000000'
+    """
+    return f"{kind}:" + ",".join(rational_text(v) for v in values)
+
+
+def unpack(text: object) -> tuple[str, tuple[Fraction, ...]]:
+    """The (kind, values) back from :func:`pack` (malformed text is a :class:`LedgerError`).
+
+    >>> unpack("zcdp:1/8")
+    ('zcdp', (Fraction(1, 8),))
+    """
+    return _unpack(text) if isinstance(text, str) else _unpack_uncached(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _unpack(text: str) -> tuple[str, tuple[Fraction, ...]]:  # totals repeat on every row
+    return _unpack_uncached(text)
+
+
+def _unpack_uncached(text: object) -> tuple[str, tuple[Fraction, ...]]:
+    kind, _, rest = text.partition(":") if isinstance(text, str) else ("", "", "")
+    if kind not in KINDS:
+        raise LedgerError(f"the ledger holds a malformed amount {text!r}",
+                          remedy="the ledger was altered; restore it from a backup")
+    values = tuple(_parse(v, "amount") for v in rest.split(","))
+    if len(values) != len(_FIELDS[kind]):
+        raise LedgerError(f"the ledger holds a malformed amount {text!r}",
+                          remedy="the ledger was altered; restore it from a backup")
+    return kind, values
 
 
 def describe(kind: str, values: tuple[Fraction, ...]) -> str:

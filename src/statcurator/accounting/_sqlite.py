@@ -3,12 +3,14 @@
 Why these settings:
 
 * ``journal_mode=WAL`` lets analysts read budgets while another process charges;
-* ``BEGIN IMMEDIATE`` takes the single writer lock *before* reading what is spent, so two
-  processes can never both see the same remaining budget and both spend it;
+* every write is one autocommit INSERT whose ``seq`` primary key is the chain position it
+  read (see :mod:`statcurator.accounting._backend`): two processes that read the same
+  remaining budget cannot both append after it, so a durable charge is two statements (the
+  read and the INSERT) instead of a locked multi-statement transaction;
 * ``synchronous=FULL`` makes every committed charge survive a power cut, not only a crash of
   the process: a charge lost after its answer was released would be privacy spent unrecorded;
-* triggers refuse ``UPDATE`` and ``DELETE`` on every table: the ledger is append-only, an
-  audit trail rather than a balance;
+* triggers refuse ``UPDATE`` and ``DELETE``: the ledger is append-only, an audit trail
+  rather than a balance (and the hash chain detects whoever drops the triggers);
 * ``CHECK`` constraints keep privacy amounts as exact ``numerator/denominator`` text, so
   not even another program writing to the file can slip a float in.
 """
@@ -24,56 +26,93 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..core.errors import InvalidParameterError, LedgerError
-from ._backend import BudgetRecord, ChargeRecord, LedgerBackend
+from ._backend import (
+    COLUMNS,
+    ENTRY_TYPES,
+    ChainConflict,
+    LedgerBackend,
+    LedgerEntry,
+    entry_filter,
+)
 
 __all__ = ["SQLiteBackend", "APPLICATION_ID", "SCHEMA_VERSION"]
 
 #: ``PRAGMA application_id`` of a statcurator ledger ("ScLg"), so that another program's
 #: SQLite file is never mistaken for (or silently turned into) a ledger.
 APPLICATION_ID = 0x53634C67
-SCHEMA_VERSION = 1
+#: 2: one hash-chained table with running totals and dataset-wide budgets (1: three tables).
+SCHEMA_VERSION = 2
 
 _RATIONAL = ("({c} IS NULL OR (typeof({c}) = 'text' AND {c} GLOB '[0-9]*/[1-9]*' "
              "AND {c} NOT GLOB '*[^0-9/]*'))")
-_LOSS_CHECKS = ", ".join(f"CHECK {_RATIONAL.format(c=c)}" for c in ("epsilon", "delta", "rho")) + (
-    ", CHECK ((kind = 'pure' AND epsilon IS NOT NULL AND delta IS NULL AND rho IS NULL)"
-    " OR (kind = 'approx' AND epsilon IS NOT NULL AND delta IS NOT NULL AND rho IS NULL)"
-    " OR (kind = 'zcdp' AND epsilon IS NULL AND delta IS NULL AND rho IS NOT NULL))")
+_AMOUNT = ("({c} IS NULL OR (typeof({c}) = 'text' AND ({c} GLOB 'pure:[0-9]*/[1-9]*' "
+           "OR {c} GLOB 'approx:[0-9]*/[1-9]*,[0-9]*/[1-9]*' OR {c} GLOB 'zcdp:[0-9]*/[1-9]*')"
+           " AND {c} NOT GLOB '*:*[^0-9/,]*'))")
+_CHECKS = ", ".join([*(f"CHECK {_RATIONAL.format(c=c)}" for c in ("epsilon", "delta", "rho")),
+                     *(f"CHECK {_AMOUNT.format(c=c)}" for c in (
+                         "grant_total", "grant_spent", "dataset_total", "dataset_spent"))])
+_TYPES = ", ".join(f"'{t}'" for t in ENTRY_TYPES)
 
+# The ledger is one table. AUTOINCREMENT is not needed for numbering (the ledger sets seq)
+# but keeps the highest seq ever written in sqlite_sequence, so that deleting the newest
+# rows (after dropping the triggers) leaves a visible gap; see problems().
 _SCHEMA = [
-    f"""CREATE TABLE IF NOT EXISTS budgets (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        analyst TEXT NOT NULL CHECK (length(analyst) > 0),
-        dataset TEXT NOT NULL CHECK (length(dataset) > 0),
-        kind TEXT NOT NULL,
+    f"""CREATE TABLE IF NOT EXISTS ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT CHECK (seq > 0),
+        type TEXT NOT NULL CHECK (type IN ({_TYPES})),
+        analyst TEXT, dataset TEXT, request_id TEXT,
+        kind TEXT CHECK (kind IS NULL OR kind IN ('pure', 'approx', 'zcdp')),
         epsilon TEXT, delta TEXT, rho TEXT,
-        set_at TEXT NOT NULL,
-        {_LOSS_CHECKS})""",
-    "CREATE INDEX IF NOT EXISTS budgets_by_pair ON budgets (analyst, dataset, seq)",
-    f"""CREATE TABLE IF NOT EXISTS charges (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        request_id TEXT NOT NULL UNIQUE CHECK (length(request_id) > 0),
-        analyst TEXT NOT NULL CHECK (length(analyst) > 0),
-        dataset TEXT NOT NULL CHECK (length(dataset) > 0),
-        kind TEXT NOT NULL,
-        epsilon TEXT, delta TEXT, rho TEXT,
-        query TEXT NOT NULL,
-        mechanism TEXT NOT NULL,
-        charged_at TEXT NOT NULL,
-        {_LOSS_CHECKS})""",
-    "CREATE INDEX IF NOT EXISTS charges_by_pair ON charges (analyst, dataset, seq)",
-    """CREATE TABLE IF NOT EXISTS answers (
-        request_id TEXT PRIMARY KEY REFERENCES charges (request_id),
-        payload TEXT NOT NULL CHECK (typeof(payload) = 'text'),
-        stored_at TEXT NOT NULL)""",
-    *(f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_{op.lower()} BEFORE {op} ON {table} "
-      f"BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only: {table} cannot be "
-      f"{'changed' if op == 'UPDATE' else 'deleted'}'); END"
-      for table in ("budgets", "charges", "answers") for op in ("UPDATE", "DELETE")),
+        query TEXT, mechanism TEXT, payload TEXT,
+        grant_total TEXT, grant_spent TEXT, grant_charges INTEGER,
+        dataset_total TEXT, dataset_spent TEXT, dataset_charges INTEGER,
+        at TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        {_CHECKS})""",
+    "CREATE INDEX IF NOT EXISTS ledger_grants ON ledger (analyst, dataset, seq) "
+    "WHERE type IN ('grant', 'charge')",
+    "CREATE INDEX IF NOT EXISTS ledger_datasets ON ledger (dataset, seq) "
+    "WHERE type IN ('dataset_budget', 'charge')",
+    "CREATE UNIQUE INDEX IF NOT EXISTS ledger_charge_ids ON ledger (analyst, request_id) "
+    "WHERE type = 'charge'",
+    "CREATE UNIQUE INDEX IF NOT EXISTS ledger_answer_ids ON ledger (analyst, request_id) "
+    "WHERE type = 'answer'",
+    *(f"CREATE TRIGGER IF NOT EXISTS ledger_append_only_{op.lower()} BEFORE {op} ON ledger "
+      f"BEGIN SELECT RAISE(ABORT, 'the privacy ledger is append-only: rows cannot be "
+      f"{'changed' if op == 'UPDATE' else 'deleted'}'); END" for op in ("UPDATE", "DELETE")),
+    # Read-only views for auditors who query the file with other tools.
+    "CREATE VIEW IF NOT EXISTS dataset_budgets AS SELECT seq, dataset, kind, epsilon, delta, "
+    "rho, at FROM ledger WHERE type = 'dataset_budget'",
+    "CREATE VIEW IF NOT EXISTS budgets AS SELECT seq, analyst, dataset, kind, epsilon, delta, "
+    "rho, at FROM ledger WHERE type = 'grant'",
+    "CREATE VIEW IF NOT EXISTS charges AS SELECT seq, request_id, analyst, dataset, kind, "
+    "epsilon, delta, rho, query, mechanism, at FROM ledger WHERE type = 'charge'",
+    "CREATE VIEW IF NOT EXISTS answers AS SELECT seq, analyst, request_id, payload, at "
+    "FROM ledger WHERE type = 'answer'",
 ]
+_TRIGGERS = {"ledger_append_only_update", "ledger_append_only_delete"}
 
-_CHARGE_COLUMNS = ("c.seq, c.request_id, c.analyst, c.dataset, c.kind, c.epsilon, c.delta, "
-                   "c.rho, c.query, c.mechanism, c.charged_at, a.request_id IS NOT NULL")
+_COLS = ", ".join(COLUMNS)
+_INSERT = f"INSERT INTO ledger ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})"
+# The state of a charge in one statement; ?1 analyst, ?2 dataset, ?3 request id.
+_STATE = " UNION ALL ".join([
+    f"SELECT * FROM (SELECT 'head', {_COLS} FROM ledger ORDER BY seq DESC LIMIT 1)",
+    f"SELECT * FROM (SELECT 'grant', {_COLS} FROM ledger WHERE analyst = ?1 AND dataset = ?2 "
+    "AND type IN ('grant', 'charge') ORDER BY seq DESC LIMIT 1)",
+    f"SELECT * FROM (SELECT 'dataset', {_COLS} FROM ledger WHERE dataset = ?2 "
+    "AND type IN ('dataset_budget', 'charge') ORDER BY seq DESC LIMIT 1)",
+    f"SELECT 'charge', {_COLS} FROM ledger WHERE analyst = ?1 AND request_id = ?3 "
+    "AND type = 'charge'",
+    f"SELECT 'answer', {_COLS} FROM ledger WHERE analyst = ?1 AND request_id = ?3 "
+    "AND type = 'answer'",
+])
+_LATEST = {
+    "grant": f"SELECT {_COLS} FROM ledger WHERE seq IN (SELECT max(seq) FROM ledger WHERE "
+             "type IN ('grant', 'charge') GROUP BY analyst, dataset) ORDER BY analyst, dataset",
+    "dataset": f"SELECT {_COLS} FROM ledger WHERE seq IN (SELECT max(seq) FROM ledger WHERE "
+               "type IN ('dataset_budget', 'charge') GROUP BY dataset) ORDER BY dataset",
+}
 
 
 @contextmanager
@@ -107,7 +146,7 @@ class SQLiteBackend(LedgerBackend):
     >>> b.location, b.persistent
     (':memory:', False)
     >>> b.counts()
-    {'budgets': 0, 'charges': 0, 'answers': 0}
+    {'genesis': 0, 'dataset_budget': 0, 'grant': 0, 'charge': 0, 'answer': 0}
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
@@ -120,6 +159,8 @@ class SQLiteBackend(LedgerBackend):
         self._path = None if memory else Path(path).expanduser()  # type: ignore[arg-type]
         self.location = ":memory:" if memory else str(self._path)
         self._timeout = float(timeout)
+        #: Seconds a writer waits for another process's lock (and the ledger for its turn).
+        self.timeout = self._timeout
         self._orphans: list[sqlite3.Connection] = []
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
@@ -185,6 +226,12 @@ class SQLiteBackend(LedgerBackend):
                 raise LedgerError(f"the ledger {self.location} was written by a newer statcurator "
                                   f"(schema {version} > {SCHEMA_VERSION})",
                                   remedy="upgrade statcurator to open it")
+            if 0 < version < SCHEMA_VERSION:
+                raise LedgerError(
+                    f"the ledger {self.location} was written by an older statcurator (schema "
+                    f"{version}, without a hash chain or dataset-wide budgets)",
+                    remedy="keep it as an audit record and start a new ledger file; grant the "
+                           "budgets again, reduced by what the old ledger shows as spent")
             if version < SCHEMA_VERSION:
                 for statement in _SCHEMA:
                     conn.execute(statement)
@@ -216,103 +263,58 @@ class SQLiteBackend(LedgerBackend):
             self._conn.close()
         self._conn = None
 
-    # -- transactions ---------------------------------------------------------------------------
-    @contextmanager
-    def _transaction(self, begin: str) -> Iterator[None]:
+    # -- reading and appending -------------------------------------------------------------
+    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        with _translated(self.location, self._timeout):
+            return self._connection().execute(sql, params).fetchall()
+
+    def state(self, analyst: str | None, dataset: str | None,
+              request_id: str | None) -> dict[str, LedgerEntry]:
+        return {str(tag): LedgerEntry(*row)  # type: ignore[arg-type]
+                for tag, *row in self._rows(_STATE, (analyst, dataset, request_id))}
+
+    def append(self, entry: LedgerEntry) -> None:
+        conn = self._connection()
+        try:
+            with _translated(self.location, self._timeout):
+                conn.execute(_INSERT, entry.values())  # autocommit: one durable transaction
+        except LedgerError as e:
+            cause = e.__cause__
+            if isinstance(cause, sqlite3.IntegrityError) and "UNIQUE" in str(cause):
+                raise ChainConflict(str(cause)) from None
+            raise
+
+    def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
+                dataset: str | None = None,
+                types: tuple[str, ...] | None = None) -> Iterator[LedgerEntry]:
+        where, params = entry_filter("?", after=after, upto=upto, analyst=analyst,
+                                     dataset=dataset, types=types)
+        sql = f"SELECT {_COLS} FROM ledger WHERE {where} ORDER BY seq"
         conn = self._connection()
         with _translated(self.location, self._timeout):
-            conn.execute(begin)
-        try:
-            with _translated(self.location, self._timeout):
-                yield
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        try:
-            with _translated(self.location, self._timeout):
-                conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            cursor = conn.execute(sql, tuple(params))
+            while batch := cursor.fetchmany(1000):
+                yield from (LedgerEntry(*row) for row in batch)  # type: ignore[arg-type]
 
-    def write(self) -> Iterator[None]:  # type: ignore[override]
-        """``BEGIN IMMEDIATE``: the writer lock is held from the first read to the commit."""
-        return self._transaction("BEGIN IMMEDIATE")
-
-    def read(self) -> Iterator[None]:  # type: ignore[override]
-        """``BEGIN`` (deferred): one snapshot for every read until the commit."""
-        return self._transaction("BEGIN")
-
-    # -- queries --------------------------------------------------------------------------------
-    def _rows(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        return self._connection().execute(sql, params).fetchall()
-
-    def latest_budget(self, analyst: str, dataset: str) -> BudgetRecord | None:
-        rows = self._rows("SELECT seq, analyst, dataset, kind, epsilon, delta, rho, set_at "
-                          "FROM budgets WHERE analyst = ? AND dataset = ? "
-                          "ORDER BY seq DESC LIMIT 1", (analyst, dataset))
-        return BudgetRecord(*rows[0]) if rows else None  # type: ignore[arg-type]
-
-    def budget_keys(self) -> list[tuple[str, str]]:
-        return [(str(a), str(d)) for a, d in
-                self._rows("SELECT DISTINCT analyst, dataset FROM budgets ORDER BY 1, 2")]
-
-    def insert_budget(self, analyst: str, dataset: str, kind: str, epsilon: str | None,
-                      delta: str | None, rho: str | None, set_at: str) -> int:
-        cur = self._connection().execute(
-            "INSERT INTO budgets (analyst, dataset, kind, epsilon, delta, rho, set_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", (analyst, dataset, kind, epsilon, delta, rho, set_at))
-        return int(cur.lastrowid)  # type: ignore[arg-type]
-
-    def charges(self, analyst: str | None = None, dataset: str | None = None,
-                after: int = 0) -> list[ChargeRecord]:
-        where, params = ["c.seq > ?"], [after]
-        if analyst is not None:
-            where.append("c.analyst = ?")
-            params.append(analyst)  # type: ignore[arg-type]
-        if dataset is not None:
-            where.append("c.dataset = ?")
-            params.append(dataset)  # type: ignore[arg-type]
-        rows = self._rows(f"SELECT {_CHARGE_COLUMNS} FROM charges c LEFT JOIN answers a "
-                          f"ON a.request_id = c.request_id WHERE {' AND '.join(where)} "
-                          "ORDER BY c.seq", tuple(params))
-        return [_charge(r) for r in rows]
-
-    def charge_for(self, request_id: str) -> ChargeRecord | None:
-        rows = self._rows(f"SELECT {_CHARGE_COLUMNS} FROM charges c LEFT JOIN answers a "
-                          "ON a.request_id = c.request_id WHERE c.request_id = ?", (request_id,))
-        return _charge(rows[0]) if rows else None
-
-    def insert_charge(self, request_id: str, analyst: str, dataset: str, kind: str,
-                      epsilon: str | None, delta: str | None, rho: str | None, query: str,
-                      mechanism: str, charged_at: str) -> int:
-        cur = self._connection().execute(
-            "INSERT INTO charges (request_id, analyst, dataset, kind, epsilon, delta, rho, query, "
-            "mechanism, charged_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (request_id, analyst, dataset, kind, epsilon, delta, rho, query, mechanism,
-             charged_at))
-        return int(cur.lastrowid)  # type: ignore[arg-type]
-
-    def answer(self, request_id: str) -> str | None:
-        rows = self._rows("SELECT payload FROM answers WHERE request_id = ?", (request_id,))
-        return str(rows[0][0]) if rows else None
-
-    def insert_answer(self, request_id: str, payload: str, stored_at: str) -> None:
-        self._connection().execute(
-            "INSERT INTO answers (request_id, payload, stored_at) VALUES (?, ?, ?)",
-            (request_id, payload, stored_at))
+    def latest(self, scope: str) -> list[LedgerEntry]:
+        return [LedgerEntry(*row) for row in self._rows(_LATEST[scope])]  # type: ignore[arg-type]
 
     def counts(self) -> dict[str, int]:
-        with self.read():
-            return {t: int(self._rows(f"SELECT count(*) FROM {t}")[0][0])  # type: ignore[arg-type]
-                    for t in ("budgets", "charges", "answers")}
+        found = dict(self._rows("SELECT type, count(*) FROM ledger GROUP BY type"))
+        return {t: int(found.get(t, 0)) for t in ENTRY_TYPES}  # type: ignore[arg-type]
+
+    def problems(self) -> list[str]:
+        found = []
+        names = {str(n) for (n,) in self._rows(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'ledger'")}
+        if missing := _TRIGGERS - names:
+            found.append(f"the append-only trigger(s) {sorted(missing)} were dropped")
+        top = self._rows("SELECT (SELECT max(seq) FROM ledger), "
+                         "(SELECT seq FROM sqlite_sequence WHERE name = 'ledger')")[0]
+        if top[1] is not None and (top[0] or 0) < top[1]:
+            found.append(f"rows up to {top[1]} were written but the last row is "
+                         f"{top[0] or 0}: the newest rows were deleted")
+        return found
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.location!r})"
-
-
-def _charge(row: tuple[object, ...]) -> ChargeRecord:
-    *head, answered = row
-    return ChargeRecord(*head, answered=bool(answered))  # type: ignore[arg-type]

@@ -131,6 +131,20 @@ class Lattice:
     def has(self, name: str, node: Sequence[int]) -> bool:
         return bool(self._props[name][tuple(node)])
 
+    def merge(self, name: str, mask: np.ndarray) -> None:
+        """Set a property on every node of ``mask`` (results of another search pass)."""
+        self._props[name] |= mask
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The property arrays by name, writable: the search's working state (the optimal
+        search tags whole up-/down-sets of nodes with vectorized writes)."""
+        return self._props
+
+    def set_resolver(self, resolver: Any) -> None:
+        """The function that decides every open node when :attr:`minimal` needs them."""
+        self._resolver = resolver
+
     def mask(self, name: str) -> np.ndarray:
         """The boolean array of a property (read-only view)."""
         v = self._props[name].view()

@@ -282,7 +282,7 @@ class Flash:
             self.binary = _Phase("k_anonymous", known_k, nothing)
             self.linear = _Phase("anonymous", ("visited", "not_k_anonymous"), visit,
                                  check=("checked", "not_k_anonymous"))
-        self._arrays = lat._props
+        self._arrays = lat.arrays
 
     # -- the traversal ----------------------------------------------------------------------
     def run(self) -> Node | None:
@@ -498,7 +498,7 @@ def flash(problem: Problem, progress: Callable[[float], None] | None = None,
         f = Flash(problem, progress=progress, bounds_before_check=False)
         best = f.run()
     lattice = f.lattice
-    lattice._resolver = functools.partial(_resolve, problem)
+    lattice.set_resolver(functools.partial(_resolve, problem))
     return (f.result(best) if best is not None else None), lattice
 
 
@@ -520,8 +520,8 @@ def _resolve(problem: Problem, lattice: Lattice) -> None:
         for node in side.checked:
             if not known[node]:
                 lattice.record(f.result(node))
-        lattice._props["anonymous"] |= side.mask("anonymous")
-        lattice._props["not_anonymous"] |= side.mask("not_anonymous")
+        lattice.merge("anonymous", side.mask("anonymous"))
+        lattice.merge("not_anonymous", side.mask("not_anonymous"))
         return
     for node in lattice.nodes():
         if lattice.result[node] < 0:

@@ -237,46 +237,59 @@ def histogram(values: Any, categories: Sequence[Hashable]) -> np.ndarray:
     return counts
 
 
-def sum_sensitivity(lower: object, upper: object,
-                    relation: Relation | str = "unbounded") -> Fraction:
-    """Sensitivity of a sum clamped to ``[lower, upper]`` under a neighbour relation.
+def sum_sensitivity(lower: object, upper: object, relation: Relation | str = "unbounded",
+                    *, groups: bool = False) -> Fraction:
+    """The one sensitivity table of statcurator: the L1 sensitivity of a sum of per-row
+    contributions in ``[lower, upper]`` (over one group, or over all groups of a GROUP BY
+    when ``groups``) for one neighbour step of ``relation``.
 
-    Add/remove: max(|lower|, |upper|); change one: upper - lower; a person with up to m rows:
-    m·max(|lower|, |upper|).
+    ======================  ==========================  ===============================
+    neighbours              one sum                      per-group sums (L1 over groups)
+    ======================  ==========================  ===============================
+    add/remove a row        max(|lower|, |upper|)        max(|lower|, |upper|)
+    change a row            upper - lower                2·max(|lower|, |upper|)
+    add/remove a person     m·max(|lower|, |upper|)      m·max(|lower|, |upper|)
+    ======================  ==========================  ===============================
+
+    (a changed row may leave one group for another, hence the 2; a person owns up to m
+    rows). A count is the sum of 1 per row, a histogram the per-group counts. A row that is
+    filtered out, NULL or in no group contributes 0, so callers that filter pass a range that
+    contains 0.
 
     >>> sum_sensitivity(-1, 3, "unbounded"), sum_sensitivity(-1, 3, "bounded")
     (Fraction(3, 1), Fraction(4, 1))
+    >>> sum_sensitivity(0, 1, "bounded", groups=True)       # a histogram, change-one
+    Fraction(2, 1)
     """
     lo, hi = _bounds(lower, upper)
     rel = _relation(relation)
+    m = max(abs(lo), abs(hi))
     if isinstance(rel, ChangeOne):
-        return hi - lo
+        return 2 * m if groups else hi - lo
     rows = rel.max_rows if isinstance(rel, PersonLevel) else 1
-    return rows * max(abs(lo), abs(hi))
+    return rows * m
 
 
 def count_sensitivity(relation: Relation | str = "unbounded") -> Fraction:
-    """Sensitivity of a row count: 1 (add/remove), 0 (change one), m (person with m rows).
+    """Sensitivity of the row count of a whole table: 0 under change-one (the size is
+    public), else the sum of 1 per row (1, or m for a person with m rows).
 
-    >>> count_sensitivity("bounded")
-    Fraction(0, 1)
+    >>> count_sensitivity("bounded"), count_sensitivity(PersonLevel(0, max_rows=3))
+    (Fraction(0, 1), Fraction(3, 1))
     """
     rel = _relation(relation)
     if isinstance(rel, ChangeOne):
         return Fraction(0)
-    return Fraction(rel.max_rows if isinstance(rel, PersonLevel) else 1)
+    return sum_sensitivity(0, 1, rel)
 
 
 def histogram_sensitivity(relation: Relation | str = "unbounded") -> Fraction:
-    """L1 sensitivity of a histogram over public bins: 1 (add/remove), 2 (change one), m.
+    """L1 sensitivity of a histogram over public bins: per-group counts (1, 2 or m).
 
     >>> histogram_sensitivity("unbounded"), histogram_sensitivity("bounded")
     (Fraction(1, 1), Fraction(2, 1))
     """
-    rel = _relation(relation)
-    if isinstance(rel, ChangeOne):
-        return Fraction(2)
-    return Fraction(rel.max_rows if isinstance(rel, PersonLevel) else 1)
+    return sum_sensitivity(0, 1, relation, groups=True)
 
 
 def bound_contributions(keys: Any, max_rows: int) -> np.ndarray:

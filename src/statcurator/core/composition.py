@@ -28,7 +28,7 @@ from typing import Any
 
 from .errors import InvalidParameterError
 from .measurement import Measurement
-from .measures import ZERO, PrivacyLoss, _common, _derived
+from .measures import ZERO, PrivacyLoss, maximum
 from .relations import AddRemove, rows_of
 
 __all__ = [
@@ -55,12 +55,6 @@ def compose_losses(losses: Iterable[PrivacyLoss]) -> PrivacyLoss:
     return total
 
 
-def _max2(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:
-    x, y = _common(a, b)
-    comps = [max(u, v) for u, v in zip(x._components(), y._components(), strict=True)]
-    return _derived(type(x), *comps)
-
-
 def parallel_loss(losses: Iterable[PrivacyLoss]) -> PrivacyLoss:
     """Parallel composition of losses over disjoint parts: the component-wise maximum.
 
@@ -71,7 +65,7 @@ def parallel_loss(losses: Iterable[PrivacyLoss]) -> PrivacyLoss:
     """
     out: PrivacyLoss = ZERO
     for loss in losses:
-        out = _max2(out, loss)
+        out = maximum(out, loss)
     return out
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "BudgetExceededError",
     "LedgerError",
     "EngineError",
+    "PrivacyAccountingError",
     "PrivacyWarning",
 ]
 
@@ -80,6 +81,11 @@ class LedgerError(StatcuratorError):
 
 class EngineError(StatcuratorError):
     """The relational engine failed to run a compiled plan."""
+
+
+class PrivacyAccountingError(StatcuratorError):
+    """The cost about to be charged is not the one the query's measurement states (a defect
+    caught before anything is charged or released)."""
 
 
 class PrivacyWarning(UserWarning):

@@ -8,7 +8,16 @@ Three standard definitions, each an exact, frozen value:
   Gaussian noise.
 
 ``a + b`` is sequential (basic) composition; ``a.fits(b)`` says whether loss ``a`` is within
-budget ``b``. Conversions go only in the valid direction: ε-DP ⇒ (ε²/2)-zCDP ⇒ (ε', δ)-DP.
+budget ``b``. One table of valid implications, :func:`convert`, serves the core and the
+ledger alike, and only a *loss* is ever converted, never a budget:
+
+==========  ===========================  ===========================  ==========================
+from → to    pure ε                       (ε, δ)                        ρ-zCDP
+==========  ===========================  ===========================  ==========================
+pure ε      itself                       (ε, 0)                        ε²/2 (Bun–Steinke 1.4)
+(ε, δ)      ε, only when δ = 0           itself                        never
+ρ-zCDP      never                        (ε(ρ, δ), δ) at a stated δ     itself
+==========  ===========================  ===========================  ==========================
 
 >>> PureDP(Fraction(1, 10)) + PureDP(Fraction(1, 5))
 PureDP(epsilon=Fraction(3, 10))
@@ -18,6 +27,8 @@ ApproxDP(epsilon=Fraction(2, 1), delta=Fraction(1, 1000000))
 ZCDP(rho=Fraction(1, 2))
 >>> PureDP(1).fits(ApproxDP(2, 0))
 True
+>>> ZCDP(Fraction(1, 2)).fits(PureDP(1))      # zCDP never implies pure ε-DP
+False
 """
 
 from __future__ import annotations
@@ -38,7 +49,8 @@ from .numbers import (
     sqrt_bounds,
 )
 
-__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "loss_from_parameters", "ZERO"]
+__all__ = ["PrivacyLoss", "PureDP", "ApproxDP", "ZCDP", "loss_from_parameters", "ZERO",
+           "KINDS", "kind_of", "convert", "components", "maximum"]
 
 
 class PrivacyLoss:
@@ -78,16 +90,24 @@ class PrivacyLoss:
 
     # -- comparison with a budget ---------------------------------------------------------
     def fits(self, budget: PrivacyLoss) -> bool:
-        """True when this loss is at most ``budget`` (component-wise, after valid conversion)."""
-        a, b = _common(self, budget)
-        return all(x <= y for x, y in zip(a._components(), b._components(), strict=True))
+        """True when this loss is at most ``budget``: the loss (never the budget) is
+        converted into the budget's kind by :func:`convert` — a zCDP loss at the budget's
+        δ — and compared component-wise. A loss that does not convert does not fit.
 
-    def _components(self) -> tuple[Fraction, ...]:
-        raise NotImplementedError
+        >>> PureDP(1).fits(ZCDP(Fraction(1, 2))), ZCDP(Fraction(1, 2)).fits(PureDP(1))
+        (True, False)
+        """
+        kind = kind_of(budget)
+        delta = budget.delta if isinstance(budget, ApproxDP) else None
+        try:
+            loss = convert(self, kind, delta=delta)
+        except InvalidParameterError:
+            return False
+        return all(x <= y for x, y in zip(components(loss), components(budget), strict=True))
 
     def is_zero(self) -> bool:
         """True for the loss of releasing nothing (every component is 0)."""
-        return all(c == 0 for c in self._components())
+        return all(c == 0 for c in components(self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +140,6 @@ class PureDP(PrivacyLoss):
     def to_zcdp(self) -> ZCDP:
         """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
         return ZCDP(self.epsilon**2 / 2)
-
-    def _components(self) -> tuple[Fraction, ...]:
-        return (self.epsilon,)
 
     def __str__(self) -> str:
         return f"ε={_fmt(self.epsilon)}"
@@ -166,9 +183,6 @@ class ApproxDP(PrivacyLoss):
     def to_approx(self) -> ApproxDP:
         """Itself."""
         return self
-
-    def _components(self) -> tuple[Fraction, ...]:
-        return (self.epsilon, self.delta)
 
     def __str__(self) -> str:
         return f"ε={_fmt(self.epsilon)}, δ={_fmt(self.delta)}"
@@ -224,16 +238,16 @@ class ZCDP(PrivacyLoss):
             return ApproxDP(0, d)
         return ApproxDP(_zcdp_epsilon(self.rho, d), d)
 
-    def epsilon(self, delta: Fraction | float) -> Fraction:
-        """The ε of :meth:`to_approx` (a conservative upper bound).
+    def epsilon_at(self, delta: Fraction | float) -> Fraction:
+        """The ε of :meth:`to_approx` at ``delta`` (a conservative upper bound).
 
-        >>> round(float(ZCDP(Fraction(1, 8)).epsilon(1e-5)), 4)
+        A method with its own name: a zCDP loss has no ε of its own, so ``loss.epsilon``
+        does not exist on it (``getattr(loss, "epsilon", 0)`` is 0, never a bound method).
+
+        >>> round(float(ZCDP(Fraction(1, 8)).epsilon_at(1e-5)), 4)
         2.1657
         """
         return self.to_approx(delta).epsilon
-
-    def _components(self) -> tuple[Fraction, ...]:
-        return (self.rho,)
 
     def __str__(self) -> str:
         return f"ρ={_fmt(self.rho)}"
@@ -307,19 +321,111 @@ def _fmt(x: Fraction) -> str:
     return f"{f:.6g}" if Fraction(repr(f)) != x else repr(f)
 
 
-def _common(a: PrivacyLoss, b: PrivacyLoss) -> tuple[PrivacyLoss, PrivacyLoss]:
-    """Bring two losses to one definition, converting only in the valid direction."""
-    if type(a) is type(b):
-        return a, b
-    kinds = {type(a), type(b)}
-    if kinds == {PureDP, ApproxDP}:
-        return a.to_approx(), b.to_approx()  # type: ignore[attr-defined]
-    if kinds == {PureDP, ZCDP}:
-        return a.to_zcdp(), b.to_zcdp()  # type: ignore[attr-defined]
+# -- the one table of valid conversions --------------------------------------------------------
+
+#: The kinds of privacy loss by the short names the ledger stores.
+KINDS: dict[str, type[PrivacyLoss]] = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP}
+_FIELDS: dict[type[PrivacyLoss], tuple[str, ...]] = {
+    PureDP: ("epsilon",), ApproxDP: ("epsilon", "delta"), ZCDP: ("rho",)}
+_NAMES = {"pure": "a pure ε-DP", "approx": "an (ε, δ)-DP", "zcdp": "a ρ-zCDP"}
+_REFUSALS = {
+    ("approx", "pure"): "use a budget of (ε, δ) for work with δ > 0, or mechanisms with δ = 0",
+    ("approx", "zcdp"): "(ε, δ) losses never convert to zCDP; keep work with δ > 0 under an "
+                        "(ε, δ) budget, or use Gaussian noise (zCDP) throughout",
+    ("zcdp", "pure"): "zCDP never implies pure ε-DP; give Gaussian work a ZCDP budget, or use "
+                      "the Laplace mechanism",
+    ("zcdp", "approx"): "state the δ at which to convert (loss.to_approx(delta), which costs "
+                        "more than zCDP composition), or give Gaussian work a ZCDP budget",
+}
+
+
+def kind_of(loss: PrivacyLoss) -> str:
+    """The short name of a loss's kind: ``pure``, ``approx`` or ``zcdp``.
+
+    >>> kind_of(ApproxDP(1, 0)), kind_of(ZCDP(1))
+    ('approx', 'zcdp')
+    """
+    for kind, cls in KINDS.items():
+        if type(loss) is cls:
+            return kind
+    raise InvalidParameterError(f"unsupported privacy loss type {type(loss).__name__}",
+                                remedy="use PureDP(epsilon), ApproxDP(epsilon, delta) or ZCDP(rho)")
+
+
+def components(loss: PrivacyLoss) -> tuple[Fraction, ...]:
+    """The exact parameters of a loss, in the order of its fields.
+
+    >>> components(ApproxDP(1, 0.5))
+    (Fraction(1, 1), Fraction(1, 2))
+    """
+    return tuple(getattr(loss, f) for f in _FIELDS[KINDS[kind_of(loss)]])
+
+
+def convert(loss: PrivacyLoss, kind: str, *, delta: object = None) -> PrivacyLoss:
+    """``loss`` as a loss of ``kind``, by the one table of valid implications (module docs).
+
+    Only valid directions: pure → (ε, 0) and → ε²/2-zCDP; (ε, 0) → pure; zCDP → (ε, δ) at a
+    *stated* ``delta`` (rounded up conservatively). Anything else raises
+    :class:`~statcurator.core.errors.InvalidParameterError` with a remedy.
+
+    >>> convert(PureDP(1), "zcdp")
+    ZCDP(rho=Fraction(1, 2))
+    >>> convert(ApproxDP(Fraction(1, 2), 0), "pure")
+    PureDP(epsilon=Fraction(1, 2))
+    >>> convert(ZCDP(Fraction(1, 2)), "pure")
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.InvalidParameterError: a ρ-zCDP loss (ρ=0.5) does not convert to a pure ε-DP loss; zCDP never implies pure ε-DP; give Gaussian work a ZCDP budget, or use the Laplace mechanism
+    """
+    if kind not in KINDS:
+        raise InvalidParameterError(f"unknown kind of privacy loss {kind!r}",
+                                    remedy="use 'pure', 'approx' or 'zcdp'")
+    source = kind_of(loss)
+    if source == kind:
+        return loss
+    if isinstance(loss, ApproxDP) and loss.delta == 0:
+        loss, source = _derived(PureDP, loss.epsilon), "pure"
+        if kind == "pure":
+            return loss
+    if isinstance(loss, PureDP):
+        return (_derived(ApproxDP, loss.epsilon, Fraction(0)) if kind == "approx"
+                else _derived(ZCDP, loss.epsilon**2 / 2))
+    if isinstance(loss, ZCDP) and kind == "approx" and delta is not None:
+        return loss.to_approx(delta)
     raise InvalidParameterError(
-        f"cannot combine a {type(a).__name__} loss with a {type(b).__name__} loss directly",
-        remedy="convert the zCDP loss with .to_approx(delta) first, "
-               "or keep Gaussian (zCDP) and (ε, δ) work under separate budgets")
+        f"{_NAMES[source]} loss ({loss}) does not convert to {_NAMES[kind]} loss",
+        remedy=_REFUSALS[(source, kind)])
+
+
+def _common(a: PrivacyLoss, b: PrivacyLoss) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """Two losses as one kind for composition: the kind one of them converts into (by
+    :func:`convert`); pure and (ε, δ) meet at (ε, δ), pure and zCDP at zCDP."""
+    ka, kb = kind_of(a), kind_of(b)
+    if ka == kb:
+        return a, b
+    try:
+        return a, convert(b, ka)
+    except InvalidParameterError:
+        pass
+    try:
+        return convert(a, kb), b
+    except InvalidParameterError:
+        raise InvalidParameterError(
+            f"cannot compose {_NAMES[ka]} loss ({a}) with {_NAMES[kb]} loss ({b})",
+            remedy="convert the zCDP loss with .to_approx(delta) first, or keep Gaussian "
+                   "(zCDP) and (ε, δ) work under separate budgets") from None
+
+
+def maximum(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:
+    """The component-wise maximum of two losses of one kind (after :func:`convert`): the
+    loss of parallel composition.
+
+    >>> maximum(PureDP(1), ApproxDP(Fraction(1, 2), Fraction(1, 10**9)))
+    ApproxDP(epsilon=Fraction(1, 1), delta=Fraction(1, 1000000000))
+    """
+    x, y = _common(a, b)
+    return _derived(type(x), *(max(u, v) for u, v in zip(components(x), components(y),
+                                                          strict=True)))
 
 
 def compose(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:

@@ -48,6 +48,8 @@ __all__ = [
     "AbsoluteDistance",
     "L1Distance",
     "L2Distance",
+    "LInfDistance",
+    "DiscreteDistance",
     "rows_of",
 ]
 
@@ -300,3 +302,35 @@ class L2Distance(Metric):
 
         lo, hi = sqrt_bounds(self.squared(x, y), 60)
         return lo if lo == hi else round_up(hi, bits=48)
+
+
+@dataclass(frozen=True)
+class LInfDistance(Metric):
+    """max_i |x_i - y_i| between two vectors of the same length (the sensitivity of a vector
+    of scores, as the exponential mechanism reads it).
+
+    >>> LInfDistance().distance([1, 2, 3], [1, 4, 2])
+    Fraction(2, 1)
+    """
+
+    name = "L∞ distance"
+
+    def distance(self, x: Any, y: Any) -> Fraction:
+        a, b = _vector(x), _vector(y)
+        if len(a) != len(b):
+            raise DataError("vectors of different lengths", remedy="compare equal-length vectors")
+        return max((abs(u - v) for u, v in zip(a, b, strict=True)), default=Fraction(0))
+
+
+@dataclass(frozen=True)
+class DiscreteDistance(Metric):
+    """0 between equal values, 1 between different ones (one respondent's answer).
+
+    >>> DiscreteDistance().distance("yes", "no"), DiscreteDistance().distance(1, 1)
+    (Fraction(1, 1), Fraction(0, 1))
+    """
+
+    name = "discrete distance"
+
+    def distance(self, x: Any, y: Any) -> Fraction:
+        return Fraction(0 if _hashable(x) == _hashable(y) else 1)

@@ -146,13 +146,24 @@ class TableSource:
 
 
 class Engine(Protocol):
-    """The engine interface: register tables, run compiled plans, return exact aggregates."""
+    """The engine interface — everything the curator calls: register tables, check a plan
+    against them without reading rows, show the statements it would run, run compiled plans
+    and return exact aggregates, release resources.
+
+    ``validate`` must refuse (with :class:`~statcurator.core.errors.EngineError`) any plan the
+    registered data cannot run for reasons of names and types, reading no row: the curator
+    calls it before charging, so that such a query costs nothing.
+    """
 
     name: str
 
     def register(self, name: str, source: TableSource) -> None: ...
 
     def unregister(self, name: str) -> None: ...
+
+    def validate(self, plan: EnginePlan) -> None: ...
+
+    def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]: ...
 
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult: ...
 

@@ -78,6 +78,20 @@ class MemoryEngine:
         self.sources.clear()
         self._rows.clear()
 
+    def validate(self, plan: EnginePlan) -> None:
+        """Every table the plan reads is registered (the interpreter checks types as it
+        evaluates; the data never raises: NULL, NaN and division by zero have values)."""
+        for scan in plan.relation.scans():
+            if scan.table not in self.sources:
+                raise EngineError(f"table {scan.table!r} is not registered with the memory "
+                                  "engine", remedy="register it first")
+
+    def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]:
+        """The memory engine interprets the plan; the SQL shown is what DuckDB would run."""
+        from .sqlgen import plan_sql
+
+        return plan_sql(plan, salt)
+
     def _table(self, name: str) -> list[dict[str, Any]]:
         if name not in self._rows:
             if name not in self.sources:
@@ -123,6 +137,7 @@ class MemoryEngine:
         inputs = plan.quantized_inputs()
         qpos = {q: i for i, q in enumerate(inputs)}
         nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
+        distinct = [t.input for t in plan.terms if t.kind == "distinct"]
         prepared = []
         for row in self.relation(plan.relation):
             key = tuple(_canon(evaluate(k.expr, row)) for k in plan.keys)
@@ -131,27 +146,33 @@ class MemoryEngine:
             unit = _canon(evaluate(plan.bounding.unit, row)) if plan.bounding else None
             qs = tuple(q.quantize(evaluate(q.expr, row)) for q in inputs)
             nn = tuple(0 if evaluate(e, row) is None else 1 for e in nonnull)  # type: ignore[arg-type]
-            prepared.append((key, unit, qs, nn))
+            xs = tuple(_canon(evaluate(e, row)) for e in distinct)  # type: ignore[arg-type]
+            prepared.append((key, unit, qs, nn, xs))
         if plan.bounding is not None:
             prepared = _bound(prepared, plan, salt)
 
         groups: dict[tuple, list[int]] = {}
         units: dict[tuple, set] = defaultdict(set)
+        values: list[dict[tuple, set]] = [defaultdict(set) for _ in distinct]
         hists: list[dict[tuple, dict[int, int]]] = [defaultdict(lambda: defaultdict(int))
                                                     for _ in plan.histograms]
         nn_pos = {id(e): i for i, e in enumerate(nonnull)}
+        x_pos = {id(e): i for i, e in enumerate(distinct)}
         if not plan.keys:
             groups[()] = [0] * len(plan.terms)
-        for key, unit, qs, nn in prepared:
+        for key, unit, qs, nn, xs in prepared:
             acc = groups.setdefault(key, [0] * len(plan.terms))
             if unit is not None:  # COUNT(DISTINCT u) skips NULLs, as in SQL
                 units[key].add(unit)
+            for x, seen in zip(xs, values, strict=True):
+                if x is not None:
+                    seen[key].add(x)
             for i, t in enumerate(plan.terms):
                 if t.kind == "rows":
                     acc[i] += 1
                 elif t.kind == "nonnull":
                     acc[i] += nn[nn_pos[id(t.input)]]
-                elif t.kind == "units":
+                elif t.kind in ("units", "distinct"):
                     pass
                 else:
                     q = qs[qpos[t.input]]  # type: ignore[index]
@@ -174,6 +195,10 @@ class MemoryEngine:
             if t.kind == "units":
                 for key, acc in groups.items():
                     acc[i] = len(units.get(key, ()))
+            elif t.kind == "distinct":
+                seen = values[x_pos[id(t.input)]]
+                for key, acc in groups.items():
+                    acc[i] = len(seen.get(key, ()))
         return ExactResult(plan.key_names, {k: tuple(v) for k, v in groups.items()},
                            tuple({k: dict(v) for k, v in h.items()} for h in hists))
 
@@ -225,7 +250,9 @@ def _bound(prepared: list, plan: EnginePlan, salt: str) -> list:
     real = list(plan.real_keys or (False,) * len(plan.keys))
     inputs = len(plan.quantized_inputs())
     nonnull = sum(1 for t in plan.terms if t.kind == "nonnull")
-    row_real = [plan.real_unit, *real] + [False] * (inputs + nonnull)
+    distinct = sum(1 for t in plan.terms if t.kind == "distinct")
+    row_real = ([plan.real_unit, *real] + [False] * (inputs + nonnull)
+                + list(plan.real_distinct or (False,) * distinct))
 
     out = []
     for unit, items in by_unit.items():
@@ -240,8 +267,8 @@ def _bound(prepared: list, plan: EnginePlan, salt: str) -> list:
             ranked = sorted(ghash, key=lambda k: (ghash[k], _order_key(k)))
             keep = set(ranked[: b.max_groups])
             items = [it for it in items if it[0] in keep]
-        items = sorted(items, key=lambda it: row_hash(salt, [unit, *it[0], *it[2], *it[3]],
-                                                      row_real))
+        items = sorted(items, key=lambda it: row_hash(
+            salt, [unit, *it[0], *it[2], *it[3], *it[4]], row_real))
         out.extend(items[: b.max_rows])
     return out
 

@@ -110,6 +110,22 @@ class SparkEngine:
         """The Spark SQL statements for ``plan`` (for ``explain``)."""
         return plan_sql(plan, salt, self.views, dialect="spark")
 
+    def validate(self, plan: EnginePlan) -> None:
+        """Analyze the statements without running them (Spark resolves names and types when
+        a query is planned; no job runs until rows are collected)."""
+        main, hists = self.sql(plan, "0" * 32)
+        try:
+            for stmt in (main, *hists):
+                self.spark.sql(stmt)
+        except EngineError:
+            raise
+        except Exception as e:  # AnalysisException and friends
+            raise EngineError(
+                f"Spark cannot run this query on the registered data ({type(e).__name__}); "
+                "nothing was charged",
+                remedy="the data owner should check that the registered data's column types "
+                       "match its metadata (the cause is chained)") from e
+
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
         main, hists = self.sql(plan, salt)
         try:

@@ -358,6 +358,7 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     inputs = plan.quantized_inputs()
     qname = {q: f"q{i}" for i, q in enumerate(inputs)}
     nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
+    distinct = [t.input for t in plan.terms if t.kind == "distinct"]
     cols: list[exp.Expression] = [exp.alias_(expr_tree(k.expr), f"k{i}")
                                   for i, k in enumerate(plan.keys)]
     if plan.bounding is not None:
@@ -365,6 +366,7 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     cols += [exp.alias_(quantized_sql(q), qname[q]) for q in inputs]
     cols += [exp.alias_(_case([(_is_null(expr_tree(e)), _int(0))], _int(1)), f"n{i}")  # type: ignore[arg-type]
              for i, e in enumerate(nonnull)]
+    cols += [exp.alias_(expr_tree(e), f"x{i}") for i, e in enumerate(distinct)]  # type: ignore[arg-type]
     if not cols:
         cols = [exp.alias_(_int(1), "__one")]
     if restrict_in_sql(plan):
@@ -390,16 +392,19 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
             source = exp.select(exp.Star()).from_(_GRP).where(
                 exp.LTE(this=_ref("__g"), expression=_int(b.max_groups))).subquery(_KEPT)
         fields = [unit, *ktext, *(_cast(_ref(qname[q]), "VARCHAR") for q in inputs),
-                  *(_cast(_ref(f"n{i}"), "VARCHAR") for i in range(len(nonnull)))]
+                  *(_cast(_ref(f"n{i}"), "VARCHAR") for i in range(len(nonnull))),
+                  *(_field_text(_ref(f"x{i}"), r)
+                    for i, r in enumerate(plan.real_distinct or (False,) * len(distinct)))]
         ctes.append((_RNK, exp.select(exp.Star(), exp.alias_(
             _window(exp.RowNumber(), [_hash(salt, fields)]), "__r")).from_(source)))
         ctes.append((_BND, exp.select(exp.Star()).from_(_RNK).where(
             exp.LTE(this=_ref("__r"), expression=_int(b.max_rows)))))
         source = exp.Table(this=exp.Identifier(this=_BND))
     aggs: list[exp.Expression] = []
-    nn_index = {id(e): i for i, e in enumerate(nonnull)}
+    index = {id(e): i for i, e in enumerate(nonnull)}
+    index.update({id(e): i for i, e in enumerate(distinct)})
     for i, t in enumerate(plan.terms):
-        aggs.append(exp.alias_(_term(t, qname, nn_index), f"t{i}"))
+        aggs.append(exp.alias_(_term(t, qname, index), f"t{i}"))
     key_refs = [_ref(k) for k in keys]
     if not aggs:
         aggs = [exp.alias_(exp.Count(this=exp.Star()), "t_")]
@@ -437,6 +442,8 @@ def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.
         return exp.Sum(this=_ref(f"n{nn_index[id(t.input)]}"))
     if t.kind == "units":
         return exp.Count(this=exp.Distinct(expressions=[_ref("__u")]))
+    if t.kind == "distinct":
+        return exp.Count(this=exp.Distinct(expressions=[_ref(f"x{nn_index[id(t.input)]}")]))
     q = _ref(qname[t.input])
     c = _cast(_int(t.input.center), "DECIMAL(38, 0)")
     count = exp.Count(this=q.copy())

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import DataError, InvalidParameterError
+from ..core.measurement import Measurement, Space
 from ..core.measures import PrivacyLoss
 from ..core.numbers import (
     ceil_fraction,
@@ -32,10 +33,11 @@ from ..core.numbers import (
     exp_bounds,
     floor_fraction,
 )
+from ..core.relations import AbsoluteDistance
 
 __all__ = ["Mechanism", "to_grid_units", "grid_sensitivity", "dyadic_exponent",
            "array_to_grid_units", "from_grid_units", "dlap_tail", "dlap_halfwidth",
-           "dgauss_tail", "dgauss_halfwidth", "check_distance", "as_alpha",
+           "dgauss_tail", "dgauss_halfwidth", "check_distance", "distance", "as_alpha",
            "smallest_integer"]
 
 #: inputs further than this from 0 (in grid units) are refused: noise must fit in int64
@@ -45,17 +47,42 @@ MAX_GRID_UNITS = 2**62
 class Mechanism:
     """Base of the mechanisms: each is a frozen dataclass stating its privacy map and accuracy.
 
-    Subclasses define ``cost`` (the loss at the declared sensitivity), ``privacy_map(d)``,
-    ``release(x)`` and ``accuracy(alpha)``; :meth:`describe` summarizes them for people and
-    the CLI.
+    Subclasses define ``privacy_map(d)`` — the loss for inputs at distance ``d`` in
+    ``input_metric``, for *every* d >= 0 (beyond the declared sensitivity it is group
+    privacy), stated once —, ``cost`` (the map at the declared sensitivity), ``release(x)``
+    and ``accuracy(alpha)``; :meth:`measurement` is the core
+    :class:`~statcurator.core.measurement.Measurement` view, whose privacy map *is*
+    ``privacy_map``; :meth:`describe` summarizes them for people and the CLI.
     """
 
     #: short name used by the CLI and in release records
     name: str = "mechanism"
+    #: the distance between inputs that ``privacy_map`` reads
+    input_metric: Space = AbsoluteDistance()
 
     @property
     def cost(self) -> PrivacyLoss:  # pragma: no cover - every subclass overrides it
         """The privacy loss of one release at the declared sensitivity."""
+        raise NotImplementedError
+
+    def privacy_map(self, d: object) -> PrivacyLoss:  # pragma: no cover - abstract
+        """The privacy loss for inputs at distance ``d`` (any d >= 0)."""
+        raise NotImplementedError
+
+    def measurement(self, input_space: Space | None = None) -> Measurement:
+        """This mechanism as a core Measurement (input: ``input_metric``, or ``input_space``
+        for mechanisms that read a dataset relation); its privacy map is ``privacy_map``.
+
+        >>> from statcurator.mechanisms import LaplaceMechanism
+        >>> m = LaplaceMechanism(sensitivity=1, epsilon=1).measurement()
+        >>> m.map(1), m.map(3)
+        (PureDP(epsilon=Fraction(1, 1)), PureDP(epsilon=Fraction(3, 1)))
+        """
+        return Measurement(input_space if input_space is not None else self.input_metric,
+                           type(self.cost), self.release, self.privacy_map, name=self.name)
+
+    def release(self, x: Any) -> Any:  # pragma: no cover - abstract
+        """One noisy release of ``x``."""
         raise NotImplementedError
 
     def describe(self, alpha: object = Fraction(1, 20)) -> dict[str, Any]:
@@ -88,6 +115,11 @@ class OnGrid(Mechanism):
 def as_alpha(alpha: object) -> Fraction:
     """A confidence-interval error rate: an exact probability in (0, 1)."""
     return exact_probability(alpha, "alpha", allow_zero=False)
+
+
+def distance(d: object) -> Fraction:
+    """Validate an input distance for a privacy map: an exact number >= 0."""
+    return exact(d, "distance", allow_zero=True)
 
 
 def check_distance(d: object, declared: Fraction, what: str = "sensitivity") -> Fraction:

@@ -43,13 +43,14 @@ import numpy as np
 from ..core.errors import DataError, InvalidParameterError
 from ..core.measures import PureDP
 from ..core.numbers import exact, exact_value, floor_fraction
+from ..core.relations import LInfDistance
 from . import rng, samplers
 from ._base import (
     Mechanism,
     OnGrid,
     array_to_grid_units,
     as_alpha,
-    check_distance,
+    distance,
     grid_sensitivity,
     grid_value,
 )
@@ -359,6 +360,7 @@ class ExponentialMechanism(Mechanism):
     monotonic: bool = False
 
     name = "exponential"
+    input_metric = LInfDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", exact(self.epsilon, "epsilon"))
@@ -378,8 +380,13 @@ class ExponentialMechanism(Mechanism):
         return PureDP(self.epsilon)
 
     def privacy_map(self, d: object) -> PureDP:
-        """Loss for scores whose sensitivity is ``d`` <= Δ."""
-        return PureDP(self.epsilon * check_distance(d, self.sensitivity) / self.sensitivity)
+        """Loss for scores whose sensitivity (the largest change of any score) is ``d``:
+        ε·d/Δ.
+
+        >>> ExponentialMechanism(epsilon=1, sensitivity=2).measurement().map(1)
+        PureDP(epsilon=Fraction(1, 2))
+        """
+        return PureDP(self.epsilon * distance(d) / self.sensitivity)
 
     def release(self, scores: Sequence[Any] | np.ndarray,
                 base_measure: Sequence[Any] | np.ndarray | None = None) -> int:
@@ -437,6 +444,7 @@ class ReportNoisyMax(OnGrid):
     grid: Fraction | None = None
 
     name = "report-noisy-max"
+    input_metric = LInfDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", exact(self.epsilon, "epsilon"))
@@ -456,8 +464,8 @@ class ReportNoisyMax(OnGrid):
         return PureDP(self.epsilon)
 
     def privacy_map(self, d: object) -> PureDP:
-        """Loss for scores whose sensitivity is ``d`` <= Δ."""
-        dist = check_distance(d, self.sensitivity)
+        """Loss for scores whose sensitivity is ``d``: ε·⌈d/g⌉/⌈Δ/g⌉."""
+        dist = distance(d)
         units = grid_sensitivity(dist, self.step) if dist else 0
         return PureDP(self.epsilon * units / grid_sensitivity(self.sensitivity, self.step))
 

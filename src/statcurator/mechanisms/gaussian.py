@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import InvalidParameterError
-from ..core.measurement import Measurement
 from ..core.measures import ZCDP, ApproxDP
 from ..core.numbers import exact, sqrt_bounds
 from ..core.relations import AbsoluteDistance, L2Distance
@@ -32,8 +31,8 @@ from ._base import (
     OnGrid,
     array_to_grid_units,
     as_alpha,
-    check_distance,
     dgauss_halfwidth,
+    distance,
     from_grid_units,
     grid_sensitivity,
     grid_value,
@@ -48,7 +47,8 @@ class GaussianMechanism(OnGrid):
     """ρ-zCDP release of a value of sensitivity Δ with discrete Gaussian noise.
 
     Properties: ``cost == ZCDP(rho)``; σ² = ⌈Δ/g⌉²/(2ρ) in grid units (exact rational);
-    the privacy map is quadratic, ``privacy_map(d) = ρ·(⌈d/g⌉/⌈Δ/g⌉)²``; unbiased noise.
+    the privacy map is quadratic, ``privacy_map(d) = ρ·(⌈d/g⌉/⌈Δ/g⌉)²`` for any ``d``;
+    unbiased noise.
     Outputs as for :class:`~statcurator.mechanisms.LaplaceMechanism` (integers, or multiples
     of ``grid``); arrays are released element-wise, each element one release.
 
@@ -66,6 +66,7 @@ class GaussianMechanism(OnGrid):
     grid: Fraction | None = None
 
     name = "gaussian"
+    input_metric = AbsoluteDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sensitivity", exact(self.sensitivity, "sensitivity"))
@@ -130,26 +131,16 @@ class GaussianMechanism(OnGrid):
         return self.cost.to_approx(delta)
 
     def privacy_map(self, d: object) -> ZCDP:
-        """The loss for inputs at L2 distance ``d`` (at most the declared sensitivity).
+        """The loss for inputs at (L2) distance ``d``: ρ·(⌈d/g⌉/⌈Δ/g⌉)², quadratic in d.
 
         >>> GaussianMechanism(sensitivity=2, rho=1).privacy_map(1)
         ZCDP(rho=Fraction(1, 4))
-        """
-        dist = check_distance(d, self.sensitivity)
-        units = grid_sensitivity(dist, self.step) if dist else 0
-        return ZCDP(self.rho * Fraction(units, self.grid_sensitivity) ** 2)
-
-    def measurement(self) -> Measurement:
-        """This mechanism as a Measurement on numbers (the map extends quadratically).
-
         >>> GaussianMechanism(1, Fraction(1, 8)).measurement().map(2)
         ZCDP(rho=Fraction(1, 2))
         """
-        step, units, rho = self.step, self.grid_sensitivity, self.rho
-        metric = L2Distance() if isinstance(self, VectorGaussianMechanism) else AbsoluteDistance()
-        return Measurement(metric, ZCDP, self.release,
-                           lambda d: ZCDP(rho * Fraction(grid_sensitivity(d, step), units) ** 2)
-                           if d else ZCDP(0), name=self.name)
+        dist = distance(d)
+        units = grid_sensitivity(dist, self.step) if dist else 0
+        return ZCDP(self.rho * Fraction(units, self.grid_sensitivity) ** 2)
 
     def release(self, x: Any) -> Any:
         """The noisy value: int (no grid) or Fraction on the grid; arrays element-wise."""
@@ -201,6 +192,7 @@ class VectorGaussianMechanism(GaussianMechanism):
     """
 
     name = "vector-gaussian"
+    input_metric = L2Distance()
 
     def release(self, x: Any) -> np.ndarray:
         """The noisy vector (int64, or float64 grid multiples)."""

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import DataError, InvalidParameterError
-from ..core.measurement import Measurement
 from ..core.measures import PureDP
 from ..core.numbers import exact
 from ..core.relations import AbsoluteDistance, L1Distance
@@ -47,7 +46,7 @@ from ._base import (
     OnGrid,
     array_to_grid_units,
     as_alpha,
-    check_distance,
+    distance,
     dlap_halfwidth,
     from_grid_units,
     grid_sensitivity,
@@ -92,7 +91,8 @@ class LaplaceMechanism(_LaplaceCalibration):
     """ε-DP release of a value of sensitivity Δ with discrete Laplace noise.
 
     Properties: pure ε-DP (``cost == PureDP(epsilon)``); the privacy map is linear,
-    ``privacy_map(d) = ε·⌈d/g⌉/⌈Δ/g⌉`` for an input distance ``d <= Δ``; unbiased noise of
+    ``privacy_map(d) = ε·⌈d/g⌉/⌈Δ/g⌉`` for any input distance ``d`` (beyond Δ it is group
+    privacy); unbiased noise of
     variance 2a/(1-a)² (a = e^(-1/b)), close to the continuous Laplace's 2b².
 
     ``grid=None`` releases integers (inputs are rounded half-up to an integer first);
@@ -115,6 +115,7 @@ class LaplaceMechanism(_LaplaceCalibration):
     grid: Fraction | None = None
 
     name = "laplace"
+    input_metric = AbsoluteDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sensitivity", exact(self.sensitivity, "sensitivity"))
@@ -129,31 +130,19 @@ class LaplaceMechanism(_LaplaceCalibration):
         return grid_sensitivity(self.sensitivity, self.step)
 
     def privacy_map(self, d: object) -> PureDP:
-        """The loss for inputs at distance ``d`` (at most the declared sensitivity).
+        """The loss for inputs at distance ``d``: ε·⌈d/g⌉/⌈Δ/g⌉ (the one privacy map; the
+        :meth:`measurement` view reuses it, so it chains after a transformation).
 
         >>> LaplaceMechanism(sensitivity=2, epsilon=1).privacy_map(1)
         PureDP(epsilon=Fraction(1, 2))
-        """
-        dist = check_distance(d, self.sensitivity)
-        units = grid_sensitivity(dist, self.step) if dist else 0
-        return PureDP(self.epsilon * units / self.grid_sensitivity)
-
-    def measurement(self) -> Measurement:
-        """This mechanism as a :class:`~statcurator.core.measurement.Measurement` on numbers.
-
-        Its privacy map extends linearly beyond Δ (group privacy), so it can be chained
-        after a transformation: ``make_count(AddRemove()) >> m.measurement()``.
-
         >>> from statcurator.core.measurement import make_count
         >>> from statcurator.core.relations import AddRemove
-        >>> noisy_count = make_count(AddRemove()) >> LaplaceMechanism(1, 1).measurement()
-        >>> noisy_count.map(1), noisy_count.map(3)
-        (PureDP(epsilon=Fraction(1, 1)), PureDP(epsilon=Fraction(3, 1)))
+        >>> (make_count(AddRemove()) >> LaplaceMechanism(1, 1).measurement()).map(3)
+        PureDP(epsilon=Fraction(3, 1))
         """
-        step, units, eps = self.step, self.grid_sensitivity, self.epsilon
-        return Measurement(AbsoluteDistance(), PureDP, self.release,
-                           lambda d: PureDP(eps * grid_sensitivity(d, step) / units)
-                           if d else PureDP(0), name=self.name)
+        dist = distance(d)
+        units = grid_sensitivity(dist, self.step) if dist else 0
+        return PureDP(self.epsilon * units / self.grid_sensitivity)
 
     # -- release --------------------------------------------------------------------------
     def release(self, x: Any) -> Any:
@@ -273,6 +262,7 @@ class VectorLaplaceMechanism(_LaplaceCalibration):
     max_changed: int | None = None
 
     name = "vector-laplace"
+    input_metric = L1Distance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sensitivity", exact(self.sensitivity, "sensitivity"))
@@ -303,27 +293,17 @@ class VectorLaplaceMechanism(_LaplaceCalibration):
         return math.floor(d / self.step) + self.max_changed
 
     def privacy_map(self, d: object) -> PureDP:
-        """Loss for an L1 input distance ``d`` <= Δ₁ (rounding counted when ``max_changed``).
+        """Loss for an L1 input distance ``d`` (rounding counted when ``max_changed``).
 
         >>> VectorLaplaceMechanism(2, 1).privacy_map(1)
         PureDP(epsilon=Fraction(1, 2))
         >>> m = VectorLaplaceMechanism(2, 1, grid=Fraction(1, 2), max_changed=3)
         >>> m.privacy_map(2) == m.cost
         True
-        """
-        dist = check_distance(d, self.sensitivity, "L1 sensitivity")
-        return PureDP(self.epsilon * self._units(dist) / self.grid_sensitivity)
-
-    def measurement(self) -> Measurement:
-        """This mechanism as a Measurement on vectors with the L1 distance.
-
         >>> VectorLaplaceMechanism(2, 1).measurement().map(4)
         PureDP(epsilon=Fraction(2, 1))
         """
-        units, eps = self.grid_sensitivity, self.epsilon
-        return Measurement(L1Distance(), PureDP, self.release,
-                           lambda d: PureDP(eps * self._units(Fraction(d)) / units),
-                           name=self.name)
+        return PureDP(self.epsilon * self._units(distance(d)) / self.grid_sensitivity)
 
     def release(self, x: Any) -> np.ndarray:
         """The noisy vector (int64, or float64 grid multiples)."""

@@ -33,6 +33,7 @@ import numpy as np
 from ..core.errors import DataError, InvalidParameterError
 from ..core.measures import ApproxDP
 from ..core.numbers import exact, exact_probability, exp_bounds
+from ..core.relations import AddRemove
 from . import samplers
 from ._base import Mechanism, as_alpha, dlap_halfwidth, smallest_integer
 
@@ -61,6 +62,7 @@ class PartitionSelection(Mechanism):
     max_partitions: int = 1
 
     name = "partition-selection"
+    input_metric = AddRemove()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", exact(self.epsilon, "epsilon"))
@@ -93,7 +95,15 @@ class PartitionSelection(Mechanism):
         return ApproxDP(self.epsilon, self.delta)
 
     def privacy_map(self, d: object) -> ApproxDP:
-        """The loss for ``d`` added/removed units (group privacy beyond one unit)."""
+        """The loss for ``d`` added/removed units (group privacy beyond one unit).
+
+        Its :meth:`measurement` reads the dataset relation itself (a step of it adds or
+        removes one unit in at most ``max_partitions`` keys), so pass the relation:
+
+        >>> from statcurator.core.relations import AddRemove
+        >>> PartitionSelection(1, 1e-6).measurement(AddRemove()).map(1)
+        ApproxDP(epsilon=Fraction(1, 1), delta=Fraction(1, 1000000))
+        """
         dist = exact(d, "distance", allow_zero=True)
         if dist == 0:
             return ApproxDP(0, 0)

@@ -30,6 +30,7 @@ import numpy as np
 from ..core.errors import DataError, InvalidParameterError
 from ..core.measures import PureDP
 from ..core.numbers import exact, exp_bounds
+from ..core.relations import DiscreteDistance
 from . import samplers
 from ._base import Mechanism, as_alpha
 from .samplers import _bernoulli_interval
@@ -63,6 +64,7 @@ class RandomizedResponse(Mechanism):
     _index: dict[Any, int] = field(default_factory=dict, repr=False, compare=False)
 
     name = "randomized-response"
+    input_metric = DiscreteDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", exact(self.epsilon, "epsilon"))

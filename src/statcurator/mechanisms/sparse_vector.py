@@ -27,12 +27,13 @@ import numpy as np
 
 from ..core.measures import PureDP
 from ..core.numbers import exact, exact_value
+from ..core.relations import LInfDistance
 from . import samplers
 from ._base import (
     OnGrid,
     array_to_grid_units,
     as_alpha,
-    check_distance,
+    distance,
     dlap_halfwidth,
     grid_sensitivity,
     grid_value,
@@ -61,6 +62,7 @@ class SparseVector(OnGrid):
     grid: Fraction | None = None
 
     name = "sparse-vector"
+    input_metric = LInfDistance()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", exact(self.epsilon, "epsilon"))
@@ -89,8 +91,8 @@ class SparseVector(OnGrid):
         return PureDP(self.epsilon)
 
     def privacy_map(self, d: object) -> PureDP:
-        """Loss for queries whose sensitivity is ``d`` <= Δ."""
-        dist = check_distance(d, self.sensitivity)
+        """Loss for queries whose sensitivity is ``d``: ε·⌈d/g⌉/⌈Δ/g⌉."""
+        dist = distance(d)
         units = grid_sensitivity(dist, self.step) if dist else 0
         return PureDP(self.epsilon * units / self._units)
 

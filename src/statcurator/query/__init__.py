@@ -3,9 +3,12 @@
 * :mod:`.expr`, :mod:`.plan` — the frozen plan IR;
 * :mod:`.sql` — SQL (sqlglot) → plan, refusing everything outside the supported subset;
 * :mod:`.builder` — a dataframe-style builder producing the same plans;
-* :mod:`.analysis`, :mod:`.sensitivity`, :mod:`.compiler` — public bounds and key sets,
-  the rewrite rules, sensitivities from the plan, and the compiled query with its
-  mechanisms;
+* :mod:`.analysis`, :mod:`.rewrite`, :mod:`.sensitivity` — public bounds and key sets, the
+  rewrite rules, sensitivities from the plan;
+* :mod:`.aggregates` — one class per aggregate (its measures, and how they combine);
+* :mod:`.compiler` — plan → compiled query (engine plan and measures), no ε, no data;
+* :mod:`.binding` — a budget bound to a compiled query: mechanisms and the query's one
+  core Measurement (whose map is the cost charged and whose function is the release);
 * :mod:`.postprocess`, :mod:`.release` — intervals, HAVING/ORDER BY, and the ``Release``.
 
 Users normally go through :class:`statcurator.curator.Curator`; the builder functions are
@@ -16,6 +19,7 @@ re-exported here:
 '"age" >= 18'
 """
 
+from .binding import BoundQuery
 from .builder import (
     avg,
     col,
@@ -34,7 +38,7 @@ from .builder import (
     variance,
     when,
 )
-from .compiler import BoundQuery, CompiledQuery, CompileOptions, compile_query
+from .compiler import CompiledQuery, CompileOptions, compile_query
 from .plan import QueryPlan
 from .release import Release
 from .sql import parse_sql

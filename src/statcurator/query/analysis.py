@@ -77,6 +77,8 @@ class Analyzer:
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
+        #: aliases of the tables joined with LEFT JOIN (their columns may be NULL)
+        self.left_joined: tuple[str, ...] = ()
 
     # -- kinds ------------------------------------------------------------------------
     def kind(self, e: Expr) -> str:
@@ -282,7 +284,7 @@ class Analyzer:
         return None
 
     def _outer_joined(self, alias: str | None) -> bool:
-        return alias in getattr(self, "left_joined", ())
+        return alias in self.left_joined
 
     def _may_be_null(self, e: Expr) -> bool:
         for c in e.columns():

@@ -1,26 +1,24 @@
-"""Post-processing of noisy measurements: output values, confidence intervals, HAVING and
-ORDER BY. Everything here reads only noisy values and public keys, so it is free (the
-post-processing property of differential privacy).
+"""Post-processing of noisy measurements: output values, confidence intervals, HAVING,
+ORDER BY and LIMIT. Everything here reads only noisy values and public keys, so it is free
+(the post-processing property of differential privacy).
 
-Intervals. Each noisy measurement has a (1 - α) half-width from its mechanism
-(``P(|noise| > h) <= α``). A COUNT or SUM gets ``value ± h``. AVG = midpoint + S/C gets the
-range of ``s/c`` over the box of the sum's and count's intervals at α/2 each (Bonferroni), so
-it covers the exact mean of the clamped data with probability at least 1 - α; VARIANCE and
-STDDEV use interval arithmetic over three intervals at α/3. An output combining k
-aggregates with ``+ - * /`` gets interval arithmetic over their intervals at α/k.
-Quantiles from the exponential mechanism have no value interval (only a rank error, shown by
-``accuracy``); their ``_low``/``_high`` are NULL.
+Each aggregate's value and interval come from its class in :mod:`.aggregates`. An output
+combining k aggregates with ``+ - * /`` gets interval arithmetic over their intervals at α/k
+(Bonferroni). Quantiles from the exponential mechanism have no value interval (only a rank
+error, shown by ``accuracy``); their ``_low``/``_high`` are NULL.
 
->>> iv_mul((Fraction(-1), Fraction(2)), (Fraction(3), Fraction(4)))
-(Fraction(-4, 1), Fraction(8, 1))
+>>> iv_add((Fraction(1), Fraction(2)), (Fraction(3), Fraction(4)))
+(Fraction(4, 1), Fraction(6, 1))
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .aggregates import Atom, Interval, iv_div, iv_mul
 from .expr import (
     Agg,
     And,
@@ -37,37 +35,19 @@ from .expr import (
     Not,
     Or,
 )
+from .plan import QueryPlan
 
-if TYPE_CHECKING:
-    from .compiler import Atom, BoundQuery
-
-__all__ = ["NoisyAnswer", "iv_mul"]
-
-Interval = tuple[Fraction, Fraction]
+__all__ = ["NoisyAnswer", "iv_add", "iv_sub"]
 
 
 def iv_add(a: Interval, b: Interval) -> Interval:
+    """Sum of two intervals."""
     return (a[0] + b[0], a[1] + b[1])
 
 
 def iv_sub(a: Interval, b: Interval) -> Interval:
+    """Difference of two intervals."""
     return (a[0] - b[1], a[1] - b[0])
-
-
-def iv_mul(a: Interval, b: Interval) -> Interval:
-    """Product of two intervals."""
-    c = [x * y for x in a for y in b]
-    return (min(c), max(c))
-
-
-def iv_div(a: Interval, b: Interval) -> Interval | None:
-    if b[0] <= 0 <= b[1]:
-        return None
-    return iv_mul(a, (1 / b[1], 1 / b[0]))
-
-
-def _clamp(x: Fraction, lo: Fraction, hi: Fraction) -> Fraction:
-    return min(max(x, lo), hi)
 
 
 def _frac(x: Any) -> Fraction:
@@ -75,88 +55,40 @@ def _frac(x: Any) -> Fraction:
 
 
 class NoisyAnswer:
-    """Noisy values per measurement and group, turned into output rows."""
+    """Noisy values per measurement and group, turned into output rows.
 
-    def __init__(self, bound: BoundQuery, keys: list[tuple], values: list[list[Any]],
-                 alpha: float) -> None:
-        self.bound = bound
-        self.compiled = bound.compiled
+    ``values[i][g]`` is the noisy value of measurement ``i`` in group ``g``; ``halfwidth(i,
+    alpha)`` the (1 - alpha) half-width of measurement ``i`` (from its mechanism).
+    """
+
+    def __init__(self, plan: QueryPlan, atoms: Sequence[Atom], keys: list[tuple],
+                 values: list[list[Any]], alpha: float,
+                 halfwidth: Callable[[int, float], Fraction]) -> None:
+        self.plan = plan
         self.keys = keys
         self.values = values
         self.alpha = alpha
-        self.key_index = {k.name: i for i, k in enumerate(self.compiled.plan.group_by)}
-        self.atom_index = {a.agg: a for a in self.compiled.atoms}
+        self.key_index = {k.name: i for i, k in enumerate(plan.group_by)}
+        self.atom_index = {a.agg: a for a in atoms}
+        self._halfwidth = halfwidth
         self._h: dict[tuple[int, float], Fraction] = {}
 
     # -- one aggregate ----------------------------------------------------------------
     def h(self, measure: int, alpha: float) -> Fraction:
         key = (measure, alpha)
         if key not in self._h:
-            self._h[key] = Fraction(self.bound.halfwidth(measure, alpha))
+            self._h[key] = self._halfwidth(measure, alpha)
         return self._h[key]
 
     def atom_point(self, atom: Atom, g: int) -> Any:
-        v = [self.values[i][g] for i in atom.measures]
-        if atom.kind in ("count", "sum", "quantile"):
-            return v[0]
-        q = atom.quantized
-        assert q is not None
-        lo, hi = q.lq * q.scale, q.uq * q.scale
-        mid = (lo + hi) / 2
-        n = max(_frac(v[0]), Fraction(1))
-        if atom.kind == "avg":
-            return _clamp(mid + _frac(v[1]) / n, lo, hi)
-        half = (hi - lo) / 2
-        var = _frac(v[2]) / n - (_frac(v[1]) / n) ** 2
-        cap = half * half
-        if atom.sample:
-            n2 = max(n, Fraction(2))
-            var, cap = var * n2 / (n2 - 1), cap * n2 / (n2 - 1)
-        var = _clamp(var, Fraction(0), cap)
-        return _sqrt(var) if atom.sqrt else var
+        return atom.point([self.values[i][g] for i in atom.measures])
 
     def atom_interval(self, atom: Atom, g: int, alpha: float) -> Interval | None:
-        if atom.kind == "quantile":
+        if not atom.has_interval:
             return None
-        v = [_frac(self.values[i][g]) for i in atom.measures]
         a = alpha / len(atom.measures)
-        hs = [self.h(i, a) for i in atom.measures]
-        if atom.kind in ("count", "sum"):
-            return (v[0] - hs[0], v[0] + hs[0])
-        q = atom.quantized
-        assert q is not None
-        lo, hi = q.lq * q.scale, q.uq * q.scale
-        mid, half = (lo + hi) / 2, (hi - lo) / 2
-        n_iv = (v[0] - hs[0], v[0] + hs[0])
-        s_iv = (v[1] - hs[1], v[1] + hs[1])
-        if n_iv[0] <= 0:
-            whole = (lo, hi) if atom.kind == "avg" else (Fraction(0), half * half)
-            if atom.kind == "var" and atom.sample:
-                whole = (Fraction(0), half * half * 2)
-            if atom.kind == "var" and atom.sqrt:
-                whole = (_sqrt(whole[0]), _sqrt(whole[1]))
-            return whole
-        ratio = iv_div(s_iv, n_iv)
-        assert ratio is not None
-        if atom.kind == "avg":
-            return (_clamp(mid + ratio[0], lo, hi), _clamp(mid + ratio[1], lo, hi))
-        sq_iv = (v[2] - hs[2], v[2] + hs[2])
-        first = iv_div(sq_iv, n_iv)
-        assert first is not None
-        r0, r1 = ratio
-        second = (Fraction(0) if r0 <= 0 <= r1 else min(r0 * r0, r1 * r1), max(r0 * r0, r1 * r1))
-        var_lo, var_hi = iv_sub(first, second)
-        var_lo, var_hi = max(var_lo, Fraction(0)), max(var_hi, Fraction(0))
-        cap = half * half
-        if atom.sample:
-            # n/(n-1) decreases in n: the low end uses the largest n, the high end the smallest
-            f_lo = n_iv[1] / (n_iv[1] - 1) if n_iv[1] > 1 else Fraction(2)
-            f_hi = n_iv[0] / (n_iv[0] - 1) if n_iv[0] > 1 else Fraction(2)
-            var_lo, var_hi, cap = var_lo * f_lo, var_hi * f_hi, cap * f_hi
-        var_lo, var_hi = min(var_lo, cap), min(var_hi, cap)
-        if atom.sqrt:
-            return (_sqrt(var_lo), _sqrt(var_hi))
-        return (var_lo, var_hi)
+        return atom.interval([self.values[i][g] for i in atom.measures],
+                             [self.h(i, a) for i in atom.measures])
 
     # -- expressions ------------------------------------------------------------------
     def point(self, e: Expr, g: int) -> Any:
@@ -253,7 +185,7 @@ class NoisyAnswer:
     # -- the table --------------------------------------------------------------------
     def rows(self) -> tuple[list[str], list[list[Any]], list[bool]]:
         """Column names, rows, and which outputs are noisy (they get ``_low``/``_high``)."""
-        plan = self.compiled.plan
+        plan = self.plan
         outputs = plan.outputs
         noisy = [bool(o.expr.aggregates()) for o in outputs]
         groups = range(len(self.keys))
@@ -282,7 +214,7 @@ class NoisyAnswer:
             return [[self.keys[g][i]] for g in groups]
         if isinstance(e, Agg):
             atom = self.atom_index[e]
-            if atom.kind in ("count", "sum"):  # the common case, without per-cell overhead
+            if len(atom.measures) == 1 and atom.has_interval:  # counts and sums, fast
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]
@@ -323,7 +255,3 @@ def _compare(op: str, a: Any, b: Any) -> bool:
 
 def _order_key(v: Any) -> Any:
     return (0, v) if v is not None else (1, 0)
-
-
-def _sqrt(x: Fraction) -> Fraction:
-    return Fraction(math.sqrt(float(x))) if x > 0 else Fraction(0)

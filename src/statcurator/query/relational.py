@@ -39,8 +39,9 @@ __all__ = ["Quantized", "Term", "Histogram", "Bounding", "EnginePlan", "ExactRes
 #: Per-group exact aggregates an engine can be asked for.
 #: ``rows`` COUNT(*); ``nonnull`` COUNT(expr); ``valid`` COUNT(q); ``sum`` SUM(q);
 #: ``centered`` SUM(2q - (lq + uq)); ``centered_sq`` SUM((2q - (lq + uq))^2);
-#: ``units`` COUNT(DISTINCT privacy unit).
-TERM_KINDS = ("rows", "nonnull", "valid", "sum", "centered", "centered_sq", "units")
+#: ``units`` COUNT(DISTINCT privacy unit); ``distinct`` COUNT(DISTINCT expr).
+TERM_KINDS = ("rows", "nonnull", "valid", "sum", "centered", "centered_sq", "units",
+              "distinct")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +174,8 @@ class EnginePlan:
     #: text form, so a CASE mixing 1 and 2.5 hashes 1 as "1.0" on every engine
     real_keys: tuple[bool, ...] = ()
     real_unit: bool = False
+    #: which COUNT(DISTINCT expr) inputs are real-valued (hashed as DOUBLE text, like keys)
+    real_distinct: tuple[bool, ...] = ()
 
     @property
     def key_names(self) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 
 if TYPE_CHECKING:
-    from .compiler import BoundQuery
+    from .binding import BoundQuery
     from .postprocess import NoisyAnswer
 
 __all__ = ["Release", "loss_to_dict", "loss_from_dict"]
@@ -176,7 +176,9 @@ class Release:
         return (f"DP release: {len(self.data)} row(s), cost {self.cost}; intervals at {conf}"
                 + (" (replayed: no new cost)" if self.replayed else ""))
 
-    def _display(self) -> tuple[list[str], list[list[str]]]:
+    def display(self) -> tuple[list[str], list[list[str]]]:
+        """Column headings and formatted cells (a value and its interval per noisy output),
+        as the text, HTML and CLI renderings show them."""
         heads, cells = [], []
         shown = [c for c in self.columns
                  if not (c.endswith("_low") and c[:-4] + "_high" in self.columns
@@ -210,7 +212,7 @@ class Release:
         return out
 
     def __str__(self) -> str:
-        heads, cells = self._display()
+        heads, cells = self.display()
         widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
         lines = [self._header(),
                  "  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)),
@@ -223,7 +225,7 @@ class Release:
         return f"<Release {len(self.data)} rows, columns={self.columns}, cost {self.cost}>"
 
     def _repr_html_(self) -> str:
-        heads, cells = self._display()
+        heads, cells = self.display()
         e = html.escape
         head = "".join(f"<th>{e(h)}</th>" for h in heads)
         body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in cells)

@@ -3,33 +3,29 @@ each aggregate, under the table's neighbour relation. Never from the data.
 
 The relational part is summarized by a :class:`Neighbourhood`:
 
+* ``relation`` — the dataset's neighbour relation as a core value
+  (:class:`~statcurator.core.relations.AddRemove`, ``ChangeOne`` or ``PersonLevel``): what
+  one step of privacy is, and what a privacy map's ``d`` counts; ``bounded`` says a step
+  *changes* one unit (bounded DP) rather than adding or removing one;
 * ``rows_per_unit`` (r) — how many rows one privacy unit can put into the aggregation. With a
   person id, contribution bounding keeps at most ``max_rows`` = m rows per person (after any
   join), so r = m. With one row per person, r is the stability of the joins: the most
   repeated join key of the public tables (1 without joins).
 * ``groups_per_unit`` (G) — how many groups one unit can touch: min(max_groups, m) for a
   person id (bounding enforces it), r for rows.
-* ``bounded`` — neighbours differ by changing one unit's rows (bounded) or by adding or
-  removing one unit (unbounded).
 
-For a sum of per-row contributions in ``[low, high]`` (a NULL, a filtered row or a row in
-another group contributes 0, so the range is widened to include 0: ``a = min(low, 0)``,
-``b = max(high, 0)``, ``M = max(-a, b)``), the L1 sensitivity over all groups is
+The per-row sensitivities come from the one table in :func:`statcurator.core.aggregates.
+sum_sensitivity`, applied to the *row-level* relation of the aggregation's input (add/remove
+or change a row) and multiplied by r. A per-row contribution range is first widened to
+contain 0 — a NULL, a filtered row or a row in another group contributes 0 —, so a count has
+sensitivity r unbounded, a histogram 1 unbounded and 2 bounded (the textbook facts), and a
+clamped sum over ``[0, U]`` has r·U.
 
-===========  ==============  =====================
-neighbours   one group       GROUP BY (L1 over groups)
-===========  ==============  =====================
-unbounded    r·M             r·M
-bounded      r·(b − a)       2·r·M
-===========  ==============  =====================
-
-so a count has sensitivity r unbounded, and a histogram has 1 unbounded and 2 bounded (the
-textbook facts), a clamped sum over ``[0, U]`` has r·U.
-
->>> nb = Neighbourhood(bounded=False, rows_per_unit=1, groups_per_unit=1, grouped=True)
->>> nb.linear(0, 1), nb.replace(bounded=True).linear(0, 1)
+>>> from statcurator.core.relations import AddRemove, ChangeOne, PersonLevel
+>>> nb = Neighbourhood(AddRemove(), rows_per_unit=1, groups_per_unit=1, grouped=True)
+>>> nb.linear(0, 1), nb.replace(relation=ChangeOne(), bounded=True).linear(0, 1)
 (Fraction(1, 1), Fraction(2, 1))
->>> Neighbourhood(False, 5, 5, False).linear(0, 120)
+>>> Neighbourhood(PersonLevel("pid", max_rows=5), 5, 5, False).linear(0, 120)
 Fraction(600, 1)
 """
 
@@ -38,6 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from ..core.aggregates import sum_sensitivity
+from ..core.numbers import round_up, sqrt_bounds
+from ..core.relations import AddRemove, ChangeOne, Relation
+
 __all__ = ["Neighbourhood"]
 
 
@@ -45,29 +45,67 @@ __all__ = ["Neighbourhood"]
 class Neighbourhood:
     """How far apart the aggregation's inputs on neighbouring datasets can be."""
 
-    bounded: bool
+    relation: Relation
     rows_per_unit: int
     groups_per_unit: int
     grouped: bool
+    bounded: bool = False
+
+    @classmethod
+    def of(cls, relation: Relation, rows_per_unit: int, groups_per_unit: int,
+           grouped: bool) -> Neighbourhood:
+        """The neighbourhood of a relation (bounded when it is change-one).
+
+        >>> Neighbourhood.of(ChangeOne(), 1, 1, False).bounded
+        True
+        """
+        return cls(relation, rows_per_unit, groups_per_unit, grouped,
+                   isinstance(relation, ChangeOne))
 
     def replace(self, **changes: object) -> Neighbourhood:
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def _row_relation(self) -> Relation:
+        # after the joins and the bounding, a step of the dataset relation is r steps of
+        # its row-level form (rows added/removed, or rows changed)
+        return ChangeOne() if self.bounded else AddRemove()
+
     def linear(self, low: Fraction | int, high: Fraction | int) -> Fraction:
         """L1 sensitivity of per-group sums of a per-row contribution in ``[low, high]``."""
         a, b = min(Fraction(low), Fraction(0)), max(Fraction(high), Fraction(0))
-        m = max(-a, b)
-        r = self.rows_per_unit
-        if not self.bounded:
-            return r * m
-        if not self.grouped:
-            return r * (b - a)
-        return 2 * r * m
+        return self.rows_per_unit * sum_sensitivity(a, b, self._row_relation(),
+                                                    groups=self.grouped)
+
+    def l2(self, low: Fraction | int, high: Fraction | int) -> Fraction:
+        """L2 sensitivity (rounded up) of the same per-group sums, for Gaussian noise.
+
+        Unbounded: a unit's r rows may all fall in one group, so L2 = L1 = r·M. Bounded and
+        grouped: r rows leave one group for another, two groups move by r·M each, so
+        L2 = √2·r·M (L1 is 2·r·M). Ungrouped: L2 = L1.
+
+        >>> float(Neighbourhood.of(ChangeOne(), 1, 1, True).l2(0, 1))
+        1.4142135623...
+        """
+        return self.l2_of(self.linear(low, high))
+
+    def l2_of(self, l1: Fraction) -> Fraction:
+        """The L2 sensitivity of per-group sums whose L1 sensitivity is ``l1`` (see
+        :meth:`l2`): equal when one unit moves one group, l1/√2 when a change moves two."""
+        if not (self.bounded and self.grouped):
+            return l1
+        return round_up(sqrt_bounds(l1 * l1 / 2, 64)[1], 60)
 
     def distinct_units(self) -> Fraction:
-        """L1 sensitivity of COUNT(DISTINCT unit) per group: a unit is in at most G groups."""
+        """L1 sensitivity of COUNT(DISTINCT unit) per group: a unit is in at most G groups,
+        where it counts once each (a histogram of units over G groups)."""
         g = self.groups_per_unit if self.grouped else 1
-        return Fraction(g * (2 if self.bounded and self.grouped else 1))
+        return g * sum_sensitivity(0, 1, self._row_relation(), groups=self.grouped)
+
+    def distinct_values(self) -> Fraction:
+        """L1 sensitivity of COUNT(DISTINCT x) per group for any column x: a unit's r rows
+        can create or remove at most r distinct values, each in one group."""
+        return self.rows_per_unit * sum_sensitivity(0, 1, self._row_relation(),
+                                                    groups=self.grouped)
 
     def quantile(self, p: Fraction) -> Fraction:
         """Sensitivity of the quantile score ``-|#below + #at/2 - p·n|`` of each candidate.

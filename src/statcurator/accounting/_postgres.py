@@ -1,0 +1,257 @@
+"""The PostgreSQL ledger backend, for several curator processes on several machines.
+
+Install the driver with ``pip install 'statcurator[postgres]'`` (psycopg 3). The semantics are
+those of the SQLite backend, statement for statement:
+
+* one table, ``ledger``, whose primary key ``seq`` is the chain position: every write is one
+  autocommit INSERT at ``head + 1`` after one read, and a writer that read a stale head gets
+  a unique violation and reads again (see :mod:`statcurator.accounting._backend`). This is
+  the compare-and-swap a transaction-scoped advisory lock or a SERIALIZABLE transaction would
+  otherwise give, in two statements per charge and without holding a lock across a round
+  trip;
+* append-only: a trigger refuses ``UPDATE``, ``DELETE`` and ``TRUNCATE`` and ``PUBLIC`` is
+  revoked those rights. The owner of a table can drop its triggers, so for real separation
+  run the curator under a role that was granted only ``SELECT, INSERT`` on a ledger created
+  by another role (docs/ledger.md shows the statements); the hash chain detects the rest;
+* exact amounts are text (``p/q``) with ``CHECK`` constraints, as in SQLite.
+
+>>> PostgresBackend.__mro__[1].__name__
+'LedgerBackend'
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from ..core.errors import InvalidParameterError, LedgerError
+from ._backend import (
+    COLUMNS,
+    ENTRY_TYPES,
+    ChainConflict,
+    LedgerBackend,
+    LedgerEntry,
+    entry_filter,
+)
+
+__all__ = ["PostgresBackend"]
+
+_VERSION_COMMENT = "statcurator privacy ledger, schema 2"
+_COLS = ", ".join(COLUMNS)
+_RATIONAL = r"^[0-9]+/[0-9]*[1-9][0-9]*$"
+_AMOUNT = (r"^(pure:[0-9]+/[0-9]+|approx:[0-9]+/[0-9]+,[0-9]+/[0-9]+|zcdp:[0-9]+/[0-9]+)$")
+_TYPES = ", ".join(f"'{t}'" for t in ENTRY_TYPES)
+
+
+def _schema(s: str) -> list[str]:
+    checks = ",\n".join([*(f"CHECK ({c} IS NULL OR {c} ~ '{_RATIONAL}')"
+                           for c in ("epsilon", "delta", "rho")),
+                         *(f"CHECK ({c} IS NULL OR {c} ~ '{_AMOUNT}')"
+                           for c in ("grant_total", "grant_spent", "dataset_total",
+                                     "dataset_spent"))])
+    return [
+        f"CREATE SCHEMA IF NOT EXISTS {s}",
+        f"""CREATE TABLE {s}.ledger (
+            seq bigint PRIMARY KEY CHECK (seq > 0),
+            type text NOT NULL CHECK (type IN ({_TYPES})),
+            analyst text, dataset text, request_id text,
+            kind text CHECK (kind IS NULL OR kind IN ('pure', 'approx', 'zcdp')),
+            epsilon text, delta text, rho text,
+            query text, mechanism text, payload text,
+            grant_total text, grant_spent text, grant_charges bigint,
+            dataset_total text, dataset_spent text, dataset_charges bigint,
+            at text NOT NULL,
+            prev_hash text NOT NULL,
+            hash text NOT NULL,
+            {checks})""",
+        f"COMMENT ON TABLE {s}.ledger IS '{_VERSION_COMMENT}'",
+        f"CREATE INDEX ledger_grants ON {s}.ledger (analyst, dataset, seq) "
+        "WHERE type IN ('grant', 'charge')",
+        f"CREATE INDEX ledger_datasets ON {s}.ledger (dataset, seq) "
+        "WHERE type IN ('dataset_budget', 'charge')",
+        f"CREATE UNIQUE INDEX ledger_charge_ids ON {s}.ledger (analyst, request_id) "
+        "WHERE type = 'charge'",
+        f"CREATE UNIQUE INDEX ledger_answer_ids ON {s}.ledger (analyst, request_id) "
+        "WHERE type = 'answer'",
+        f"""CREATE OR REPLACE FUNCTION {s}.ledger_append_only() RETURNS trigger
+            LANGUAGE plpgsql AS $$ BEGIN
+            RAISE EXCEPTION 'the privacy ledger is append-only: rows cannot be %',
+                CASE TG_OP WHEN 'UPDATE' THEN 'changed' ELSE 'deleted' END;
+            END $$""",
+        f"CREATE TRIGGER ledger_append_only BEFORE UPDATE OR DELETE ON {s}.ledger "
+        f"FOR EACH ROW EXECUTE FUNCTION {s}.ledger_append_only()",
+        f"CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON {s}.ledger "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.ledger_append_only()",
+        f"REVOKE UPDATE, DELETE, TRUNCATE ON {s}.ledger FROM PUBLIC",
+    ]
+
+
+_TRIGGERS = {"ledger_append_only", "ledger_no_truncate"}
+
+
+class PostgresBackend(LedgerBackend):
+    """A ledger in a PostgreSQL database (``dsn``: a ``postgresql://`` URL or a libpq
+    connection string), in the table ``ledger`` of ``schema`` (created when missing).
+
+    Several processes on several machines may share it. ``timeout`` bounds how long a
+    connection attempt and a contended write may take, in seconds.
+    ``Ledger(backend=PostgresBackend(dsn))`` is the ledger on it.
+    """
+
+    def __init__(self, dsn: str, *, schema: str = "public", timeout: float = 30.0) -> None:
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - depends on the installation
+            raise LedgerError("the PostgreSQL ledger needs the psycopg driver",
+                              remedy="pip install 'statcurator[postgres]'") from None
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise InvalidParameterError(f"dsn must be a PostgreSQL connection string, got "
+                                        f"{dsn!r}", remedy="pass postgresql://user@host/db")
+        if not isinstance(schema, str) or not schema.isidentifier():
+            raise InvalidParameterError(f"schema must be a plain identifier, got {schema!r}",
+                                        remedy="pass schema='statcurator'")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+                or not math.isfinite(timeout) or timeout <= 0:
+            raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
+                                        f"{timeout!r}", remedy="pass timeout=30")
+        self._psycopg = psycopg
+        self._dsn = dsn
+        self._schema = schema
+        self.timeout = float(timeout)
+        self.location = _redacted(dsn, schema)
+        self._q = f'"{schema}".ledger'
+        self._conn: Any = None
+        self._pid = os.getpid()
+        self._conn = self._connect()
+        self._migrate()
+
+    # -- connection ---------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        try:
+            return self._psycopg.connect(self._dsn, autocommit=True,
+                                         connect_timeout=max(1, int(self.timeout)))
+        except self._psycopg.Error as e:
+            raise LedgerError(f"cannot connect to the ledger database {self.location} ({e})",
+                              remedy="check that PostgreSQL runs and the connection string "
+                                     "(host, port, user, database) is right") from None
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            raise LedgerError(f"the ledger {self.location} is closed", remedy="open a new Ledger")
+        if os.getpid() != self._pid:  # a connection must not cross fork(): reconnect
+            self._pid = os.getpid()
+            self._conn = self._connect()
+        return self._conn
+
+    def _run(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        try:
+            cur = self._connection().execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+        except self._psycopg.errors.UniqueViolation as e:
+            raise ChainConflict(str(e)) from None
+        except self._psycopg.Error as e:
+            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise LedgerError(f"the ledger {self.location} refused a statement ({text})",
+                              remedy="the ledger is append-only; check the database and "
+                                     "the role's rights") from None
+
+    def _migrate(self) -> None:
+        s = f'"{self._schema}"'
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                # One creator at a time, across processes: a transaction-scoped lock.
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                             (f"statcurator ledger {self._schema}",))
+                row = conn.execute("SELECT obj_description(to_regclass(%s), 'pg_class'), "
+                                   "to_regclass(%s) IS NOT NULL",
+                                   (self._q, self._q)).fetchone()
+                comment, exists = row
+                if exists and comment != _VERSION_COMMENT:
+                    raise LedgerError(f"{self.location} has a table 'ledger' that is not a "
+                                      "statcurator ledger of this version",
+                                      remedy="use another schema= for the ledger")
+                if not exists:
+                    for statement in _schema(s):
+                        conn.execute(statement)
+        except self._psycopg.Error as e:
+            raise LedgerError(f"cannot create the ledger in {self.location} ({e})",
+                              remedy="check the role's rights to create tables") from None
+
+    def close(self) -> None:
+        if self._conn is not None and os.getpid() == self._pid:
+            self._conn.close()
+        self._conn = None
+
+    # -- reading and appending ------------------------------------------------------------------
+    def state(self, analyst: str | None, dataset: str | None,
+              request_id: str | None) -> dict[str, LedgerEntry]:
+        q = self._q
+        sql = " UNION ALL ".join([
+            f"(SELECT 'head', {_COLS} FROM {q} ORDER BY seq DESC LIMIT 1)",
+            f"(SELECT 'grant', {_COLS} FROM {q} WHERE analyst = %(a)s AND dataset = %(d)s "
+            "AND type IN ('grant', 'charge') ORDER BY seq DESC LIMIT 1)",
+            f"(SELECT 'dataset', {_COLS} FROM {q} WHERE dataset = %(d)s "
+            "AND type IN ('dataset_budget', 'charge') ORDER BY seq DESC LIMIT 1)",
+            f"(SELECT 'charge', {_COLS} FROM {q} WHERE analyst = %(a)s AND request_id = %(r)s "
+            "AND type = 'charge')",
+            f"(SELECT 'answer', {_COLS} FROM {q} WHERE analyst = %(a)s AND request_id = %(r)s "
+            "AND type = 'answer')",
+        ])
+        rows = self._run(sql, {"a": analyst, "d": dataset, "r": request_id})
+        return {str(tag): LedgerEntry(*row) for tag, *row in rows}
+
+    def append(self, entry: LedgerEntry) -> None:
+        placeholders = ", ".join(["%s"] * len(COLUMNS))
+        self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())
+
+    def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
+                dataset: str | None = None,
+                types: tuple[str, ...] | None = None) -> Iterator[LedgerEntry]:
+        where, params = entry_filter("%s", after=after, upto=upto, analyst=analyst,
+                                     dataset=dataset, types=types)
+        sql = f"SELECT {_COLS} FROM {self._q} WHERE {where} ORDER BY seq LIMIT 5000"
+        while True:  # pages by seq: a ledger of millions of rows is never held at once
+            rows = self._run(sql, params)
+            yield from (LedgerEntry(*row) for row in rows)
+            if len(rows) < 5000:
+                return
+            params[0] = rows[-1][0]
+
+    def latest(self, scope: str) -> list[LedgerEntry]:
+        types, keys = {"grant": ("('grant', 'charge')", "analyst, dataset"),
+                       "dataset": ("('dataset_budget', 'charge')", "dataset")}[scope]
+        return [LedgerEntry(*row) for row in self._run(
+            f"SELECT {_COLS} FROM {self._q} WHERE seq IN (SELECT max(seq) FROM {self._q} "
+            f"WHERE type IN {types} GROUP BY {keys}) ORDER BY {keys}")]
+
+    def counts(self) -> dict[str, int]:
+        found = dict(self._run(f"SELECT type, count(*) FROM {self._q} GROUP BY type"))
+        return {t: int(found.get(t, 0)) for t in ENTRY_TYPES}
+
+    def problems(self) -> list[str]:
+        rows = self._run("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = "
+                         "to_regclass(%s) AND NOT tgisinternal", (self._q,))
+        enabled = {str(name) for name, state in rows if state != "D"}
+        if missing := _TRIGGERS - enabled:
+            return [f"the append-only trigger(s) {sorted(missing)} were dropped or disabled"]
+        return []
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.location!r})"
+
+
+def _redacted(dsn: str, schema: str) -> str:
+    """The connection target for messages, never with its password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(dsn)
+    except Exception:  # noqa: BLE001 - only for display
+        return "postgresql://?"
+    user = f"{info['user']}@" if info.get("user") else ""
+    host = info.get("host") or "localhost"
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{info.get('dbname', '')}#{schema}"

@@ -1,0 +1,172 @@
+"""``statcurator ledger verify|export``, and where the command line keeps its ledger.
+
+The CLI's privacy ledger is persistent by default: ``--ledger PATH``, else the environment
+variable ``STATCURATOR_LEDGER``, else ``ledger.db`` in the user's data directory
+(platformdirs: ``~/.local/share/statcurator`` on Linux). ``--ledger :memory:`` asks for a
+throwaway ledger that forgets every charge when the command exits.
+
+The CLI also keeps an *anchor* of each ledger it writes — its row count and last hash — in
+the user's state directory (``~/.local/state/statcurator/anchors.json``). A ledger that no
+longer holds its anchored row (rows cut off its end, an older copy put back, the file deleted
+and a new one started) is refused. The anchor lives beside the ledger's owner, so a user who
+deletes both can still reset their own CLI ledger: docs/ledger.md explains this limit and
+why the service, not the CLI, is what protects data from its analysts.
+
+    statcurator ledger verify [--ledger PATH] [--json]
+    statcurator ledger export [--ledger PATH] [--format jsonl|csv] [--output FILE] [--json]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._common import JSON_OPTION, emit, handle_errors, print_json
+
+LEDGER_ENV = "STATCURATOR_LEDGER"
+MEMORY = ":memory:"
+
+LEDGER_OPTION = typer.Option(
+    "--ledger", help=f"Privacy ledger file (default: ${LEDGER_ENV}, else ledger.db in the user "
+                     "data directory; ':memory:' for a throwaway one).")
+
+
+def ledger_path(option: str | None) -> str:
+    """The ledger the CLI uses: the option, the environment variable, or the default file."""
+    if option:
+        return option
+    if os.environ.get(LEDGER_ENV):
+        return os.environ[LEDGER_ENV]
+    import platformdirs
+
+    return str(platformdirs.user_data_path("statcurator") / "ledger.db")
+
+
+def _anchors_file() -> Path:
+    import platformdirs
+
+    return platformdirs.user_state_path("statcurator") / "anchors.json"
+
+
+def _anchors() -> dict[str, str]:
+    try:
+        data = json.loads(_anchors_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_anchor(ledger: Any) -> None:
+    """Record the ledger's current anchor (after a command that wrote to it)."""
+    if not ledger.persistent or ledger.path is None:
+        return
+    anchors = _anchors()
+    anchors[str(Path(ledger.path).resolve())] = ledger.anchor()
+    target = _anchors_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(anchors, indent=1), encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError:  # the anchor is a second line of defence: never fail a charge for it
+        pass
+
+
+def open_ledger(option: str | None, *, create: bool = True) -> Any:
+    """Open the CLI's ledger (verifying its chain and its anchor); None when it does not
+    exist and ``create`` is False. ``:memory:`` is refused here: callers handle it."""
+    from ..accounting import Ledger
+    from ..core.errors import LedgerError
+
+    path = Path(ledger_path(option)).expanduser()
+    anchor = _anchors().get(str(path.resolve()))
+    if not path.exists():
+        if anchor is not None:
+            raise LedgerError(
+                f"the ledger {path} is missing, but this user's anchor says it held "
+                f"{anchor.partition(':')[0]} rows: it was deleted or moved",
+                remedy=f"restore it from a backup; to start a new, empty ledger on purpose "
+                       f"(every budget reset), delete its entry in {_anchors_file()}")
+        if not create:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return Ledger(path, anchor=anchor)
+
+
+def register(app: typer.Typer) -> None:
+    ledger_app = typer.Typer(help="Verify and export the privacy ledger.", no_args_is_help=True)
+    app.add_typer(ledger_app, name="ledger")
+
+    @ledger_app.command("verify")
+    @handle_errors
+    def verify_command(ledger: Annotated[str | None, LEDGER_OPTION] = None,
+                       json_output: bool = JSON_OPTION) -> None:
+        """Verify the hash chain and re-derive every running total; name the first bad row."""
+        from ..core.errors import LedgerError
+
+        led = open_ledger(ledger, create=False)
+        if led is None:
+            raise LedgerError(f"there is no ledger at {ledger_path(ledger)}",
+                              remedy="pass --ledger PATH, or set STATCURATOR_LEDGER")
+        with led:
+            result = led.verify()
+            counts = led.counts()
+        out = {"ok": True, "ledger": result.location, "rows": result.rows,
+               "head": result.head, "keyed": result.keyed, "ledger_id": result.ledger_id,
+               "anchor": result.anchor, **counts}
+        if json_output:
+            print_json(out)
+            return
+        emit(("ok ", "bold green"), f"{result}; {counts['charges']} charges, "
+             f"{counts['budgets']} grants, {counts['dataset_budgets']} dataset budget records")
+
+    @ledger_app.command("export")
+    @handle_errors
+    def export_command(
+        ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+        output: Annotated[Path | None, typer.Option(
+            "--output", "-o", help="Write to this file instead of standard output.")] = None,
+        json_output: bool = JSON_OPTION,
+    ) -> None:
+        """Export every ledger row (budgets, grants, charges, answers, hashes)."""
+        import sys
+
+        from ..accounting import ENTRY_TYPES
+        from ..core.errors import InvalidParameterError, LedgerError
+
+        if json_output and output is None:
+            fmt = "jsonl"
+        if fmt not in ("jsonl", "csv"):
+            raise InvalidParameterError(f"unknown format {fmt!r}", remedy="use --format jsonl "
+                                        "or --format csv")
+        led = open_ledger(ledger, create=False)
+        if led is None:
+            raise LedgerError(f"there is no ledger at {ledger_path(ledger)}",
+                              remedy="pass --ledger PATH, or set STATCURATOR_LEDGER")
+        with led:
+            rows = [e.as_dict() for e in led.entries(types=ENTRY_TYPES)]
+        with contextlib.ExitStack() as stack:
+            stream = (stack.enter_context(open(output, "w", encoding="utf-8", newline=""))
+                      if output else sys.stdout)
+            if fmt == "jsonl":
+                for row in rows:
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                import csv
+
+                writer = csv.DictWriter(stream, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+        if output is not None:
+            summary = {"ledger": led.location, "rows": len(rows), "format": fmt,
+                       "output": str(output)}
+            if json_output:
+                print_json(summary)
+            else:
+                emit(f"exported {len(rows)} rows to {output}", stderr=True)

@@ -1,0 +1,440 @@
+"""One class per aggregate: what it measures, with which sensitivity, and how its noisy parts
+combine into a value and an interval. :data:`REGISTRY` maps the IR's aggregate functions to
+them; adding an aggregate is one class here and its tests.
+
+=================  =====================================  ======================================
+aggregate          measures (noisy, each with a mechanism)  released value
+=================  =====================================  ======================================
+COUNT              count of rows (or non-NULL values)       the noisy count
+COUNT(DISTINCT)    count of distinct units / values         the noisy count
+SUM                clamped sum on the grid 2^-k              the noisy sum
+AVG                count, centred sum                        midpoint + sum/count, clamped
+VARIANCE, STDDEV   count, centred sum, centred squares       Σc²/n - (Σc/n)², clamped (√ for SD)
+MEDIAN, QUANTILE   per-bin histogram → exponential mech.     the chosen bin's value
+=================  =====================================  ======================================
+
+Intervals: a count or sum is ``value ± h`` (h the mechanism's (1 - α) half-width); AVG is the
+range of ``mid + s/c`` over the box of its parts' intervals at α/2 each (Bonferroni), so it
+covers the exact mean of the clamped data with probability at least 1 - α; VARIANCE and
+STDDEV use interval arithmetic over three intervals at α/3. Quantiles have no value interval
+(only a rank accuracy).
+
+>>> sorted(REGISTRY)[:4]
+['avg', 'count', 'count_distinct', 'quantile']
+>>> REGISTRY["stddev_samp"].kind
+<AggregateKind.VARIANCE: 'variance'>
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ..core.errors import UnsupportedQueryError
+from .expr import Agg, Col, Expr
+from .relational import Histogram, Quantized, Term
+
+if TYPE_CHECKING:
+    from ..core.schema import PrivacyUnit
+    from .sensitivity import Neighbourhood
+
+__all__ = ["AggregateKind", "MeasureRole", "Measure", "Atom", "Count", "CountDistinct", "Sum",
+           "Mean", "Variance", "Quantile", "REGISTRY", "Interval", "CompileContext"]
+
+Interval = tuple[Fraction, Fraction]
+
+
+class AggregateKind(StrEnum):
+    """The kinds of aggregate a query can release."""
+
+    COUNT = "count"
+    COUNT_DISTINCT = "count distinct"
+    SUM = "sum"
+    AVG = "avg"
+    VARIANCE = "variance"
+    QUANTILE = "quantile"
+
+
+class MeasureRole(StrEnum):
+    """What one noisy measurement measures (it decides the mechanism)."""
+
+    COUNT = "count"
+    SUM = "sum"
+    CENTRED_SUM = "centred sum"
+    CENTRED_SQUARES = "centred sum of squares"
+    QUANTILE = "quantile"
+    SELECTION = "selection"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One noisy measurement: which exact aggregate it reads, its sensitivity, its share.
+
+    ``index`` points into the engine plan's terms (histograms for quantiles). The exact
+    engine integer times ``value_scale`` is the value the mechanism sees; ``integral`` says
+    that value and the sensitivity are integers (integer-valued discrete Laplace);
+    ``sensitivity`` is in those value units — the L1 sensitivity over all groups (L∞ of the
+    scores for a quantile); ``l2`` the L2 sensitivity, for Gaussian noise.
+    """
+
+    label: str
+    role: MeasureRole
+    index: int
+    sensitivity: Fraction
+    value_scale: Fraction
+    integral: bool
+    weight: Fraction
+    p: Fraction | None = None
+    l2: Fraction | None = None
+
+
+class CompileContext(Protocol):
+    """What an aggregate needs from the compiler to describe its measures."""
+
+    nb: Neighbourhood
+    unit: PrivacyUnit
+    unit_column: Col | None
+    quantile_bins: int
+    max_point_bins: int
+
+    def term(self, t: Term) -> int: ...
+
+    def histogram(self, h: Histogram) -> int: ...
+
+    def quantized(self, e: Expr, agg: Agg) -> Quantized: ...
+
+    def check_row_expr(self, e: Expr, where: str) -> None: ...
+
+    def add(self, label: str, role: MeasureRole, index: int, sensitivity: Fraction,
+            value_scale: Fraction, integral: bool, *, p: Fraction | None = None,
+            l2: Fraction | None = None) -> int: ...
+
+
+def _frac(x: Any) -> Fraction:
+    return x if isinstance(x, Fraction) else Fraction(x)
+
+
+def _clamp(x: Fraction, lo: Fraction, hi: Fraction) -> Fraction:
+    return min(max(x, lo), hi)
+
+
+def iv_mul(a: Interval, b: Interval) -> Interval:
+    """Product of two intervals.
+
+    >>> iv_mul((Fraction(-1), Fraction(2)), (Fraction(3), Fraction(4)))
+    (Fraction(-4, 1), Fraction(8, 1))
+    """
+    c = [x * y for x in a for y in b]
+    return (min(c), max(c))
+
+
+def iv_div(a: Interval, b: Interval) -> Interval | None:
+    """Quotient of two intervals (None when the divisor's interval holds 0)."""
+    if b[0] <= 0 <= b[1]:
+        return None
+    return iv_mul(a, (1 / b[1], 1 / b[0]))
+
+
+def sqrt_fraction(x: Fraction) -> Fraction:
+    """√x for display values (post-processing: a float square root is fine here)."""
+    return Fraction(math.sqrt(float(x))) if x > 0 else Fraction(0)
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One distinct aggregate of a query, released from one or more measurements."""
+
+    agg: Agg
+    name: str
+    measures: tuple[int, ...]
+
+    kind: ClassVar[AggregateKind]
+    #: the IR functions (``Agg.func``) this class releases
+    functions: ClassVar[tuple[str, ...]] = ()
+
+    # -- compilation --------------------------------------------------------------------
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:  # pragma: no cover
+        """Describe the measures of ``agg`` in ``ctx`` and return the atom."""
+        raise NotImplementedError
+
+    # -- post-processing (noisy values only) ----------------------------------------------
+    def point(self, v: Sequence[Any]) -> Any:
+        """The released value from the noisy values ``v`` of this atom's measures."""
+        return v[0]
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        """A (1 - α) interval from the noisy values and their half-widths at α/len(v)."""
+        x = _frac(v[0])
+        return (x - hs[0], x + hs[0])
+
+    @property
+    def has_interval(self) -> bool:
+        return True
+
+    def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
+        """The half-width of the released value from its parts' half-widths (``rows``: a
+        public estimate of n where the width depends on it)."""
+        return hs[0]
+
+
+@dataclass(frozen=True)
+class Count(Atom):
+    """``COUNT(*)`` and ``COUNT(x)``: per row, a contribution in {0, 1}."""
+
+    kind = AggregateKind.COUNT
+    functions = ("count",)
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        if agg.arg is None:
+            t = ctx.term(Term("rows"))
+        else:
+            ctx.check_row_expr(agg.arg, "COUNT")
+            t = ctx.term(Term("nonnull", agg.arg))
+        i = ctx.add(name, MeasureRole.COUNT, t, ctx.nb.linear(0, 1), Fraction(1), True,
+                    l2=ctx.nb.l2(0, 1))
+        return cls(agg, name, (i,))
+
+
+@dataclass(frozen=True)
+class CountDistinct(Atom):
+    """``COUNT(DISTINCT x)``: of the privacy unit (a unit is in at most G groups), or of any
+    other column (a unit's r rows create or remove at most r distinct values)."""
+
+    kind = AggregateKind.COUNT_DISTINCT
+    functions = ("count_distinct",)
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        assert agg.arg is not None
+        ctx.check_row_expr(agg.arg, "COUNT(DISTINCT ...)")
+        if ctx.unit_column is not None and agg.arg == ctx.unit_column:
+            t = ctx.term(Term("units"))
+            sens = ctx.nb.distinct_units()
+        else:
+            t = ctx.term(Term("distinct", agg.arg))
+            sens = ctx.nb.distinct_values()
+        i = ctx.add(name, MeasureRole.COUNT, t, sens, Fraction(1), True, l2=ctx.nb.l2_of(sens))
+        return cls(agg, name, (i,))
+
+
+@dataclass(frozen=True)
+class Sum(Atom):
+    """``SUM(x)``: x clamped to its public bounds on the grid 2^-k."""
+
+    quantized: Quantized | None = None
+
+    kind = AggregateKind.SUM
+    functions = ("sum",)
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        assert agg.arg is not None
+        ctx.check_row_expr(agg.arg, "SUM")
+        q = ctx.quantized(agg.arg, agg)
+        t = ctx.term(Term("sum", q))
+        lo, hi = q.lq * q.scale, q.uq * q.scale
+        sens = ctx.nb.linear(lo, hi)
+        integral = q.bits <= 0 and sens.denominator == 1
+        i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral, l2=ctx.nb.l2(lo, hi))
+        return cls(agg, name, (i,), q)
+
+
+@dataclass(frozen=True)
+class Mean(Atom):
+    """``AVG(x)`` = midpoint + (noisy centred sum)/(noisy count), clamped to the bounds."""
+
+    quantized: Quantized | None = None
+
+    kind = AggregateKind.AVG
+    functions = ("avg",)
+
+    @classmethod
+    def _parts(cls, ctx: CompileContext, agg: Agg, name: str) -> tuple[Quantized, list[int]]:
+        assert agg.arg is not None
+        ctx.check_row_expr(agg.arg, agg.func.upper())
+        q = ctx.quantized(agg.arg, agg)
+        half = Fraction(q.uq - q.lq, 2) * q.scale
+        idx = [ctx.add(f"{name}: count", MeasureRole.COUNT, ctx.term(Term("valid", q)),
+                       ctx.nb.linear(0, 1), Fraction(1), True, l2=ctx.nb.l2(0, 1)),
+               ctx.add(f"{name}: centred sum", MeasureRole.CENTRED_SUM,
+                       ctx.term(Term("centered", q)), ctx.nb.linear(-half, half), q.scale / 2,
+                       False, l2=ctx.nb.l2(-half, half))]
+        return q, idx
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        q, idx = cls._parts(ctx, agg, name)
+        return cls(agg, name, tuple(idx), q)
+
+    def _range(self) -> tuple[Fraction, Fraction]:
+        q = self.quantized
+        assert q is not None
+        return q.lq * q.scale, q.uq * q.scale
+
+    def point(self, v: Sequence[Any]) -> Any:
+        lo, hi = self._range()
+        n = max(_frac(v[0]), Fraction(1))
+        return _clamp((lo + hi) / 2 + _frac(v[1]) / n, lo, hi)
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        lo, hi = self._range()
+        x = [_frac(a) for a in v]
+        n_iv = (x[0] - hs[0], x[0] + hs[0])
+        if n_iv[0] <= 0:
+            return (lo, hi)
+        ratio = iv_div((x[1] - hs[1], x[1] + hs[1]), n_iv)
+        assert ratio is not None
+        mid = (lo + hi) / 2
+        return (_clamp(mid + ratio[0], lo, hi), _clamp(mid + ratio[1], lo, hi))
+
+    def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
+        if not rows:
+            return None
+        lo, hi = self._range()
+        half = float((hi - lo) / 2)
+        h_count, h_sum = hs[0], hs[1]
+        return min((h_sum + half * h_count) / max(rows - h_count, 1.0), half)
+
+
+@dataclass(frozen=True)
+class Variance(Mean):
+    """``VARIANCE``/``VAR_POP``/``STDDEV``/``STDDEV_POP`` from a noisy count, centred sum and
+    centred sum of squares: Σc²/n - (Σc/n)², clamped to [0, half-range²] (× n/(n-1) for the
+    sample versions, √ for standard deviations)."""
+
+    sample: bool = False
+    sqrt: bool = False
+
+    kind = AggregateKind.VARIANCE
+    functions = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        q, idx = cls._parts(ctx, agg, name)
+        half = Fraction(q.uq - q.lq, 2) * q.scale
+        idx.append(ctx.add(f"{name}: centred sum of squares", MeasureRole.CENTRED_SQUARES,
+                           ctx.term(Term("centered_sq", q)), ctx.nb.linear(0, half * half),
+                           q.scale * q.scale / 4, False, l2=ctx.nb.l2(0, half * half)))
+        return cls(agg, name, tuple(idx), q, sample=agg.func.endswith("samp"),
+                   sqrt=agg.func.startswith("stddev"))
+
+    def point(self, v: Sequence[Any]) -> Any:
+        lo, hi = self._range()
+        half = (hi - lo) / 2
+        n = max(_frac(v[0]), Fraction(1))
+        var = _frac(v[2]) / n - (_frac(v[1]) / n) ** 2
+        cap = half * half
+        if self.sample:
+            n2 = max(n, Fraction(2))
+            var, cap = var * n2 / (n2 - 1), cap * n2 / (n2 - 1)
+        var = _clamp(var, Fraction(0), cap)
+        return sqrt_fraction(var) if self.sqrt else var
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        lo, hi = self._range()
+        half = (hi - lo) / 2
+        x = [_frac(a) for a in v]
+        n_iv = (x[0] - hs[0], x[0] + hs[0])
+        if n_iv[0] <= 0:
+            whole = (Fraction(0), half * half * (2 if self.sample else 1))
+            return (sqrt_fraction(whole[0]), sqrt_fraction(whole[1])) if self.sqrt else whole
+        ratio = iv_div((x[1] - hs[1], x[1] + hs[1]), n_iv)
+        first = iv_div((x[2] - hs[2], x[2] + hs[2]), n_iv)
+        assert ratio is not None and first is not None
+        r0, r1 = ratio
+        second = (Fraction(0) if r0 <= 0 <= r1 else min(r0 * r0, r1 * r1), max(r0 * r0, r1 * r1))
+        var_lo = max(first[0] - second[1], Fraction(0))
+        var_hi = max(first[1] - second[0], Fraction(0))
+        cap = half * half
+        if self.sample:
+            # n/(n-1) decreases in n: the low end uses the largest n, the high end the smallest
+            f_lo = n_iv[1] / (n_iv[1] - 1) if n_iv[1] > 1 else Fraction(2)
+            f_hi = n_iv[0] / (n_iv[0] - 1) if n_iv[0] > 1 else Fraction(2)
+            var_lo, var_hi, cap = var_lo * f_lo, var_hi * f_hi, cap * f_hi
+        var_lo, var_hi = min(var_lo, cap), min(var_hi, cap)
+        if self.sqrt:
+            return (sqrt_fraction(var_lo), sqrt_fraction(var_hi))
+        return (var_lo, var_hi)
+
+    def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
+        if not rows:
+            return None
+        lo, hi = self._range()
+        half = float((hi - lo) / 2)
+        h_count, h_sum, h_sq = hs
+        bound = min((h_sq + 2 * half * h_sum + 2 * half * half * h_count)
+                    / max(rows - h_count, 1.0), half * half)
+        return math.sqrt(bound) if self.sqrt else bound
+
+
+@dataclass(frozen=True)
+class Quantile(Atom):
+    """``MEDIAN``, ``QUANTILE``/``PERCENTILE_CONT``, ``MIN`` (p = 0), ``MAX`` (p = 1): the
+    exponential mechanism over public bins of the declared range, scored from a per-bin
+    histogram with ``-|#below + #in/2 - p·n|`` (times 2·den(p), so integers)."""
+
+    quantized: Quantized | None = None
+    histogram: Histogram | None = None
+
+    kind = AggregateKind.QUANTILE
+    functions = ("quantile",)
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        assert agg.arg is not None and agg.p is not None
+        ctx.check_row_expr(agg.arg, agg.func.upper())
+        q = ctx.quantized(agg.arg, agg)
+        p = Fraction(agg.p)
+        span = q.uq - q.lq
+        if q.bits <= 0 and span + 1 <= ctx.max_point_bins:
+            bins = span + 1
+        else:
+            bins = max(1, min(ctx.quantile_bins, span))
+        h = Histogram(q, bins)
+        # scores are scaled by 2·den(p) so they are integers; the sensitivity with them
+        sens = ctx.nb.quantile(p) * 2 * p.denominator
+        i = ctx.add(name, MeasureRole.QUANTILE, ctx.histogram(h), sens, Fraction(1), True, p=p)
+        return cls(agg, name, (i,), q, h)
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        return None
+
+    @property
+    def has_interval(self) -> bool:
+        return False
+
+    def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
+        return None
+
+    def scores(self, counts: Sequence[int]) -> list[int]:
+        """The integer scores of the candidate bins from one group's bin counts."""
+        assert self.agg.p is not None
+        p = Fraction(self.agg.p)
+        total = sum(counts)
+        num, den = p.numerator, p.denominator
+        out, below = [], 0
+        for c in counts:
+            out.append(-abs(2 * den * below + den * c - 2 * num * total))
+            below += c
+        return out
+
+
+#: The IR aggregate function → its class.
+REGISTRY: dict[str, type[Atom]] = {f: cls for cls in (Count, CountDistinct, Sum, Mean,
+                                                      Variance, Quantile)
+                                   for f in cls.functions}
+
+
+def atom_for(ctx: CompileContext, agg: Agg, name: str) -> Atom:
+    """Compile one aggregate through the registry."""
+    cls = REGISTRY.get(agg.func)
+    if cls is None:
+        raise UnsupportedQueryError(f"unsupported aggregate {agg.func}",
+                                    remedy="see docs/queries.md for the supported aggregates")
+    return cls.build(ctx, agg, name)

@@ -1,0 +1,199 @@
+"""Tampering with the ledger's storage is detected (SQLite file and PostgreSQL), each attack
+with a control showing what it would have achieved without the hash chain."""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+
+import pytest
+
+from statcurator.accounting import Ledger, LedgerTamperedError
+from statcurator.accounting import _ledger as ledger_module
+from statcurator.accounting._backend import LedgerEntry
+from statcurator.accounting._chain import digest
+from statcurator.core.errors import InvalidParameterError, LedgerError
+from statcurator.core.measures import PureDP
+
+from .conftest import Store
+
+KEY = b"k" * 32
+
+
+def _spend_all(store: Store, **kw) -> None:
+    """alice spends her whole grant of ε=1 in two charges (rows 4 and 5)."""
+    with store.open(**kw) as led:
+        led.set_dataset_budget("adult", PureDP(10))
+        led.set_budget("alice", "adult", PureDP(1))
+        for rid in ("r1", "r2"):
+            led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id=rid, query="q",
+                       mechanism="m")
+
+
+def _unverified(monkeypatch) -> None:
+    """The control: a ledger that trusts its storage (no chain verification)."""
+    from statcurator.accounting._chain import Verification
+
+    monkeypatch.setattr(ledger_module.Ledger, "_verify", lambda self, audit, anchor=None:
+                        Verification(self.location, 0, "", False, "", audit))
+    monkeypatch.setattr(ledger_module.Ledger, "_refuse_problems", lambda self: None)
+    monkeypatch.setattr(ledger_module, "digest", lambda row, key: row.hash)
+
+
+def test_a_refund_by_rewriting_the_last_charge_is_detected(persistent_store: Store,
+                                                           monkeypatch):
+    """Drop the triggers, rewrite alice's running total to 'nothing spent', put the
+    triggers back: the refund works on a ledger that trusts its rows, and is caught here."""
+    _spend_all(persistent_store)
+    persistent_store.drop_triggers()
+    persistent_store.sql("UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0, "
+                         "dataset_spent = 'pure:0/1' WHERE seq = 5")
+    persistent_store.restore_triggers()
+    with pytest.raises(LedgerTamperedError, match="at row 5") as info:
+        persistent_store.open()
+    assert info.value.row == 5 and "restored from a trusted backup" in str(info.value)
+    # Control: without the chain the refund goes through and alice spends again.
+    _unverified(monkeypatch)
+    with persistent_store.open() as trusting:
+        assert trusting.status("alice", "adult").remaining == PureDP(1)
+        trusting.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
+
+
+def test_a_deleted_row_is_detected(persistent_store: Store, monkeypatch):
+    _spend_all(persistent_store)
+    persistent_store.drop_triggers()
+    persistent_store.sql("DELETE FROM ledger WHERE seq = 4")
+    persistent_store.restore_triggers()
+    with pytest.raises(LedgerTamperedError, match="row 4 is missing"):
+        persistent_store.open()
+    _unverified(monkeypatch)
+    with persistent_store.open() as trusting:   # control: the gap goes unnoticed
+        assert [c.request_id for c in trusting.charges()] == ["r2"]
+
+
+def test_dropped_triggers_refuse_service(persistent_store: Store):
+    _spend_all(persistent_store)
+    persistent_store.drop_triggers()
+    with pytest.raises(LedgerTamperedError, match="append-only trigger"):
+        persistent_store.open()
+
+
+def test_deleting_the_newest_rows_is_detected_in_sqlite(tmp_path):
+    """The chain of the rows that remain is intact, so SQLite's own record of the highest
+    row ever written is what notices (a determined attacker can reset that too: see the
+    anchor test below)."""
+    store = Store("sqlite", tmp_path)
+    _spend_all(store)
+    store.drop_triggers()
+    store.sql("DELETE FROM ledger WHERE seq = 5")
+    store.restore_triggers()
+    with pytest.raises(LedgerTamperedError, match="newest rows were deleted"):
+        store.open()
+    store.sql("UPDATE sqlite_sequence SET seq = 4 WHERE name = 'ledger'")
+    with store.open() as led:          # the limit: now only an anchor kept elsewhere helps
+        assert led.status("alice", "adult").remaining == PureDP(Fraction(1, 2))
+
+
+def test_an_anchor_kept_elsewhere_detects_cut_rows_and_old_copies(persistent_store: Store):
+    _spend_all(persistent_store)
+    with persistent_store.open() as led:
+        anchor = led.verify().anchor
+        assert led.verify(anchor=anchor).rows == 5
+    persistent_store.drop_triggers()
+    persistent_store.sql("DELETE FROM ledger WHERE seq = 5")
+    if persistent_store.kind == "sqlite":
+        persistent_store.sql("UPDATE sqlite_sequence SET seq = 4 WHERE name = 'ledger'")
+    persistent_store.restore_triggers()
+    with persistent_store.open() as led, pytest.raises(LedgerTamperedError, match="anchor"):
+        led.verify(anchor=anchor)
+
+
+def test_an_inserted_forged_row_is_detected_with_a_key(persistent_store: Store, monkeypatch):
+    """Someone who can write the database appends a grant of ε=100 for mallory. Without a
+    key they can compute SHA-256 themselves, so the forgery verifies (the documented limit:
+    the control); under an HMAC key it does not."""
+    for key, detected in ((None, False), (KEY, True)):
+        persistent_store.schema += "k"
+        persistent_store.path = persistent_store.path.with_name(f"k{detected}.db")
+        _spend_all(persistent_store, key=key)
+        head = persistent_store.sql("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")[0]
+        forged = LedgerEntry(head[0] + 1, "grant", "mallory", "adult", None, "pure", "100/1",
+                             grant_total="pure:100/1", grant_spent="pure:0/1", grant_charges=0,
+                             at="2024-01-01T00:00:00+00:00", prev_hash=head[1])
+        forged_hash = digest(forged, None)       # the attacker does not know the key
+        persistent_store.sql(f"INSERT INTO ledger VALUES ({', '.join('?' * 21)})",
+                             (*forged.values()[:-1], forged_hash))
+        if detected:
+            with pytest.raises(LedgerTamperedError, match=f"at row {head[0] + 1}"):
+                persistent_store.open(key=key)
+        else:
+            with persistent_store.open() as led:
+                assert led.status("mallory", "adult").total == PureDP(100)
+
+
+def test_a_truncated_file_is_refused(tmp_path):
+    store = Store("sqlite", tmp_path)
+    _spend_all(store)
+    size = store.path.stat().st_size
+    with open(store.path, "r+b") as f:
+        f.truncate(size // 2)
+    with pytest.raises(LedgerError):
+        store.open()
+
+
+def test_deleting_the_file_resets_the_ledger_unless_an_anchor_says_otherwise(tmp_path):
+    """The documented limit: a new file is a new, empty ledger. The anchor of the old one
+    does not match it (another ledger id and fewer rows)."""
+    store = Store("sqlite", tmp_path)
+    _spend_all(store)
+    with store.open() as led:
+        anchor = led.verify().anchor
+    os.remove(store.path)
+    with store.open() as led:
+        assert led.counts()["charges"] == 0
+        with pytest.raises(LedgerTamperedError, match="anchor"):
+            led.verify(anchor=anchor)
+
+
+def test_keys_must_match(tmp_path):
+    store = Store("sqlite", tmp_path)
+    _spend_all(store, key=KEY)
+    with pytest.raises(LedgerError, match="protected by a secret key"):
+        store.open()
+    with pytest.raises(LedgerTamperedError, match="key"):
+        store.open(key=b"x" * 32)
+    with store.open(key=KEY) as led:
+        assert led.keyed and led.verify().keyed
+    (tmp_path / "p").mkdir()
+    plain = Store("sqlite", tmp_path / "p")
+    _spend_all(plain)
+    with pytest.raises(LedgerError, match="created without a key"):
+        plain.open(key=KEY)
+    with pytest.raises(InvalidParameterError, match="at least 16 bytes"):
+        Ledger(key="short")
+
+
+def test_the_key_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("STATCURATOR_LEDGER_KEY", "e" * 32)
+    with Ledger(tmp_path / "l.db") as led:
+        assert led.keyed
+    monkeypatch.delenv("STATCURATOR_LEDGER_KEY")
+    with pytest.raises(LedgerError, match="STATCURATOR_LEDGER_KEY"):
+        Ledger(tmp_path / "l.db")
+
+
+def test_verify_re_derives_the_running_totals(persistent_store: Store):
+    """A row whose chain is intact but whose totals are wrong (written by a buggy or
+    malicious holder of the key) fails the audit of verify()."""
+    _spend_all(persistent_store, key=KEY)
+    head = persistent_store.sql("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")[0]
+    bad = LedgerEntry(head[0] + 1, "charge", "alice", "adult", "r9", "pure", "1/2", query="q",
+                      mechanism="m", grant_total="pure:1/1", grant_spent="pure:1/2",
+                      grant_charges=3, dataset_total="pure:10/1", dataset_spent="pure:3/2",
+                      dataset_charges=3, at="2024-01-01T00:00:00+00:00", prev_hash=head[1])
+    persistent_store.sql(f"INSERT INTO ledger VALUES ({', '.join('?' * 21)})",
+                         (*bad.values()[:-1], digest(bad, KEY)))
+    # The chain verifies (the ledger opens), the arithmetic does not.
+    with persistent_store.open(key=KEY) as led, \
+            pytest.raises(LedgerTamperedError, match="inconsistent at row 6"):
+        led.verify()
