@@ -265,9 +265,9 @@ class Curator:
         >>> import statcurator as sc
         >>> cur = Curator()
         >>> _ = cur.register("adult", sc.datasets.adult())
-        >>> a = cur.anonymize("adult", sc.KAnonymity(10), sc.LDiversity("occupation", 5))
-        >>> b = cur.anonymize("adult", sc.KAnonymity(10), sc.LDiversity("occupation", 5),
-        ...                   algorithm="mondrian")
+        >>> kw = dict(qi=["age", "sex"], sensitive=["occupation"])
+        >>> a = cur.anonymize("adult", sc.KAnonymity(10), **kw)
+        >>> b = cur.anonymize("adult", sc.KAnonymity(10), algorithm="mondrian", **kw)
         >>> risk = cur.attack(a, sc.attacks.Composition(b))
         >>> risk.attack, risk.targets
         ('composition', 30162)

@@ -32,7 +32,7 @@ __all__ = ["Ledger", "Charge", "BudgetStatus", "Accountant", "LedgerBackend", "L
            "analyst_id", "NoBudgetError", "AnswerLostError", "LedgerTamperedError"]
 
 
-def __getattr__(name: str):  # PostgresBackend imports psycopg only when it is asked for
+def __getattr__(name: str) -> object:  # PostgresBackend imports psycopg only when it is asked for
     if name == "PostgresBackend":
         from ._postgres import PostgresBackend
 

@@ -115,7 +115,8 @@ def entry_filter(mark: str, *, after: int, upto: int | None, analyst: str | None
     >>> entry_filter("?", after=0, upto=None, analyst="a", dataset=None, types=("charge",))
     ('seq > ? AND analyst = ? AND type IN (?)', [0, 'a', 'charge'])
     """
-    where, params = [f"seq > {mark}"], [after]
+    where: list[str] = [f"seq > {mark}"]
+    params: list[object] = [after]
     for column, value in (("seq <=", upto), ("analyst =", analyst), ("dataset =", dataset)):
         if value is not None:
             where.append(f"{column} {mark}")

@@ -717,7 +717,7 @@ class Ledger:
             raise self._tampered(row.seq, "its running totals are malformed")
         if any(s > t for s, t in zip(used[1], limit, strict=True)):
             raise self._tampered(row.seq, f"it records more spent by {label} than its total")
-        return _Budget(kind, limit, used[1], count, label, total)
+        return _Budget(kind, limit, used[1], count, label, str(total))
 
 
     def _set_total(self, scope: str, analyst: str | None, dataset: str,
@@ -733,7 +733,7 @@ class Ledger:
             prior = st.get(scope)
             if prior is not None and unpack(_field(prior, scope, "total"))[0] == kind:
                 spent = unpack(_field(prior, scope, "spent"))[1]
-                count = int(_field(prior, scope, "charges"))  # type: ignore[arg-type]
+                count = int(str(_field(prior, scope, "charges")))
             else:
                 spent, count = self._resum(kind, label, analyst, dataset, st["head"].seq)
             if any(s > t for s, t in zip(spent, limit, strict=True)):

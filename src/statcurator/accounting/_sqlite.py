@@ -294,14 +294,15 @@ class SQLiteBackend(LedgerBackend):
         with _translated(self.location, self._timeout):
             cursor = conn.execute(sql, tuple(params))
             while batch := cursor.fetchmany(1000):
-                yield from (LedgerEntry(*row) for row in batch)  # type: ignore[arg-type]
+                yield from (LedgerEntry(*row) for row in batch)
 
     def latest(self, scope: str) -> list[LedgerEntry]:
         return [LedgerEntry(*row) for row in self._rows(_LATEST[scope])]  # type: ignore[arg-type]
 
     def counts(self) -> dict[str, int]:
-        found = dict(self._rows("SELECT type, count(*) FROM ledger GROUP BY type"))
-        return {t: int(found.get(t, 0)) for t in ENTRY_TYPES}  # type: ignore[arg-type]
+        found: dict[object, object] = {r[0]: r[1] for r in self._rows(
+            "SELECT type, count(*) FROM ledger GROUP BY type")}
+        return {t: int(str(found.get(t, 0))) for t in ENTRY_TYPES}
 
     def problems(self) -> list[str]:
         found = []
@@ -311,7 +312,7 @@ class SQLiteBackend(LedgerBackend):
             found.append(f"the append-only trigger(s) {sorted(missing)} were dropped")
         top = self._rows("SELECT (SELECT max(seq) FROM ledger), "
                          "(SELECT seq FROM sqlite_sequence WHERE name = 'ledger')")[0]
-        if top[1] is not None and (top[0] or 0) < top[1]:
+        if top[1] is not None and int(str(top[0] or 0)) < int(str(top[1])):
             found.append(f"rows up to {top[1]} were written but the last row is "
                          f"{top[0] or 0}: the newest rows were deleted")
         return found

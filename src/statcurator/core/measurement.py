@@ -203,7 +203,8 @@ def _column(column: Any) -> Callable[[Any], Any]:
     if column is None:
         return lambda row: row
     if callable(column):
-        return column
+        fn: Callable[[Any], Any] = column
+        return fn
     return lambda row: row[column]
 
 

@@ -175,7 +175,7 @@ class ApproxDP(PrivacyLoss):
         """
         n = _group_size(k)
         if n <= 1 or self.delta == 0:
-            return ApproxDP(self.epsilon * n, self.delta * min(n, 1) if n <= 1 else 0)
+            return ApproxDP(self.epsilon * n, self.delta * min(n, 1) if n <= 1 else Fraction(0))
         factor = exp_bounds((n - 1) * self.epsilon, 64)[1]
         delta = round_up(n * factor * self.delta, bits=min(MAX_BITS - 8, 128))
         return ApproxDP(self.epsilon * n, min(delta, _ALMOST_ONE))
@@ -235,7 +235,7 @@ class ZCDP(PrivacyLoss):
                 remedy="pass delta=1e-6 (or the δ of your budget)")
         d = exact_probability(delta, "delta", allow_zero=False)
         if self.rho == 0:
-            return ApproxDP(0, d)
+            return ApproxDP(Fraction(0), d)
         return ApproxDP(_zcdp_epsilon(self.rho, d), d)
 
     def epsilon_at(self, delta: Fraction | float) -> Fraction:
@@ -253,7 +253,7 @@ class ZCDP(PrivacyLoss):
         return f"ρ={_fmt(self.rho)}"
 
 
-ZERO = PureDP(0)
+ZERO = PureDP(Fraction(0))
 _ALMOST_ONE = Fraction(1) - Fraction(1, 2**64)
 
 
@@ -391,7 +391,7 @@ def convert(loss: PrivacyLoss, kind: str, *, delta: object = None) -> PrivacyLos
         return (_derived(ApproxDP, loss.epsilon, Fraction(0)) if kind == "approx"
                 else _derived(ZCDP, loss.epsilon**2 / 2))
     if isinstance(loss, ZCDP) and kind == "approx" and delta is not None:
-        return loss.to_approx(delta)
+        return loss.to_approx(exact_probability(delta, "delta", allow_zero=False))
     raise InvalidParameterError(
         f"{_NAMES[source]} loss ({loss}) does not convert to {_NAMES[kind]} loss",
         remedy=_REFUSALS[(source, kind)])
@@ -435,7 +435,7 @@ def compose(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:
     ZCDP(rho=Fraction(1, 4))
     """
     if not isinstance(a, PrivacyLoss) or not isinstance(b, PrivacyLoss):
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
     x, y = _common(a, b)
     # the sum of validated losses is exact and legitimate even when its denominator outgrows
     # the MAX_BITS guard on *parameters* (many charges with unrelated denominators)

@@ -63,7 +63,7 @@ def _hashable(row: Any) -> Hashable:
         return _hashable(row.tolist())
     if isinstance(row, float) and math.isnan(row):
         return ("<nan>",)  # NaN != NaN, but two missing values are the same row content
-    return row
+    return row  # type: ignore[no-any-return]  # rows hold hashable scalars
 
 
 def rows_of(data: Any) -> list[Any]:

@@ -155,7 +155,7 @@ class Column:
             object.__setattr__(self, "role", Role.parse(self.role, self.name))
         if self.bounds is not None:
             if self.type not in (ColumnType.INTEGER, ColumnType.REAL):
-                raise MetadataError(f"column {self.name!r} has bounds but type {self.type.value}",
+                raise MetadataError(f"column {self.name!r} has bounds but type {self.type}",
                                     remedy="declare type = \"integer\" or \"real\", or drop bounds")
             try:
                 lo, hi = self.bounds

@@ -186,8 +186,8 @@ class Atom:
 class Count(Atom):
     """``COUNT(*)`` and ``COUNT(x)``: per row, a contribution in {0, 1}."""
 
-    kind = AggregateKind.COUNT
-    functions = ("count",)
+    kind: ClassVar[AggregateKind] = AggregateKind.COUNT
+    functions: ClassVar[tuple[str, ...]] = ("count",)
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
@@ -206,8 +206,8 @@ class CountDistinct(Atom):
     """``COUNT(DISTINCT x)``: of the privacy unit (a unit is in at most G groups), or of any
     other column (a unit's r rows create or remove at most r distinct values)."""
 
-    kind = AggregateKind.COUNT_DISTINCT
-    functions = ("count_distinct",)
+    kind: ClassVar[AggregateKind] = AggregateKind.COUNT_DISTINCT
+    functions: ClassVar[tuple[str, ...]] = ("count_distinct",)
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
@@ -229,8 +229,8 @@ class Sum(Atom):
 
     quantized: Quantized | None = None
 
-    kind = AggregateKind.SUM
-    functions = ("sum",)
+    kind: ClassVar[AggregateKind] = AggregateKind.SUM
+    functions: ClassVar[tuple[str, ...]] = ("sum",)
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
@@ -251,8 +251,8 @@ class Mean(Atom):
 
     quantized: Quantized | None = None
 
-    kind = AggregateKind.AVG
-    functions = ("avg",)
+    kind: ClassVar[AggregateKind] = AggregateKind.AVG
+    functions: ClassVar[tuple[str, ...]] = ("avg",)
 
     @classmethod
     def _parts(cls, ctx: CompileContext, agg: Agg, name: str) -> tuple[Quantized, list[int]]:
@@ -311,8 +311,8 @@ class Variance(Mean):
     sample: bool = False
     sqrt: bool = False
 
-    kind = AggregateKind.VARIANCE
-    functions = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
+    kind: ClassVar[AggregateKind] = AggregateKind.VARIANCE
+    functions: ClassVar[tuple[str, ...]] = ("var_samp", "var_pop", "stddev_samp", "stddev_pop")
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
@@ -382,8 +382,8 @@ class Quantile(Atom):
     quantized: Quantized | None = None
     histogram: Histogram | None = None
 
-    kind = AggregateKind.QUANTILE
-    functions = ("quantile",)
+    kind: ClassVar[AggregateKind] = AggregateKind.QUANTILE
+    functions: ClassVar[tuple[str, ...]] = ("quantile",)
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:

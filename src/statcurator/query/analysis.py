@@ -125,19 +125,19 @@ class Analyzer:
         if isinstance(e, Case):
             for c, _ in e.whens:
                 self._boolean(c)
-            kinds = {self.kind(v) for _, v in e.whens}
+            branches = {self.kind(v) for _, v in e.whens}
             if e.default is not None:
-                kinds.add(self.kind(e.default))
-            kinds.discard("null")
-            if not kinds:
+                branches.add(self.kind(e.default))
+            branches.discard("null")
+            if not branches:
                 return "null"
-            if kinds <= set(NUMERIC):
-                return "real" if "real" in kinds else "integer"
-            if len(kinds) > 1:
+            if branches <= set(NUMERIC):
+                return "real" if "real" in branches else "integer"
+            if len(branches) > 1:
                 raise UnsupportedQueryError(
-                    f"CASE mixes values of kinds {sorted(kinds)}: {e.sql()}",
+                    f"CASE mixes values of kinds {sorted(branches)}: {e.sql()}",
                     remedy="make every THEN/ELSE value the same type")
-            return kinds.pop()
+            return branches.pop()
         if isinstance(e, Bin):
             if self.kind(e.expr) not in NUMERIC:
                 raise UnsupportedQueryError(f"BIN of a non-numeric expression {e.expr.sql()}",
@@ -181,14 +181,14 @@ class Analyzer:
                     f"column {e.name!r} is {kind}, not numeric{where}",
                     remedy="aggregate numeric columns only (COUNT works on any column)")
             integral = kind == "integer" or (
-                e.name in info.meta and info.meta[e.name].type.value == "integer")  # type: ignore[union-attr]
+                e.name in info.meta and str(info.meta[e.name].type) == "integer")
             if info.public:
-                b = info.public_bounds(e.name)
-                if b is None:
+                pb = info.public_bounds(e.name)
+                if pb is None:
                     raise UnsupportedQueryError(
                         f"public column {info.name}.{e.name} has no finite values to bound it",
                         remedy="aggregate a column with values")
-                return Bounds(b[0], b[1], integral)
+                return Bounds(pb[0], pb[1], integral)
             declared = info.meta[e.name].bounds if e.name in info.meta else None
             if declared is None:
                 hint = "[0, 200000]" if kind == "integer" else "[0.0, 1.0]"

@@ -138,6 +138,7 @@ class BoundQuery:
     def _mechanism(self, m: Measure) -> tuple[Any, MeasureInfo]:
         from .. import mechanisms as mech
 
+        obj: Any
         cq = self.compiled
         if m.role == MeasureRole.SELECTION:
             eps = self.epsilon * m.weight  # type: ignore[operator]
@@ -195,7 +196,7 @@ class BoundQuery:
         cq = self.compiled
         relation = cq.relation
         if not self.measures:  # only public keys are released: nothing is measured
-            return Measurement(relation, PureDP, self.noise, lambda d: PureDP(0),
+            return Measurement(relation, PureDP, self.noise, lambda d: PureDP(Fraction(0)),
                                name="public keys")
         chains = []
         for m, obj in zip(self.measures, self.mechanisms, strict=True):
@@ -229,7 +230,7 @@ class BoundQuery:
         from ..core.measures import ApproxDP
 
         if self.compiled.measures_nothing:
-            return PureDP(0)
+            return PureDP(Fraction(0))
         if self.zcdp:
             return ZCDP(self.rho)  # type: ignore[arg-type]
         if self.compiled.needs_delta:
@@ -388,7 +389,7 @@ class BoundQuery:
     def _halfwidth_fraction(self, i: int, alpha: float) -> Fraction:
         return Fraction(self.halfwidth(i, alpha))
 
-    def _candidate_keys(self, ex: ExactResult) -> list[tuple]:
+    def _candidate_keys(self, ex: ExactResult) -> list[tuple[Any, ...]]:
         """Every public key (absent groups included), or the present keys for selection."""
         cq = self.compiled
         if not cq.plan.group_by:

@@ -59,12 +59,12 @@ class TableInfo:
     kinds: Mapping[str, str]
     public: bool = False
     data: Any = None
-    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_meta(cls, meta: TableMeta, name: str | None = None) -> TableInfo:
         """A private table known only by its metadata (enough for dry runs)."""
-        kinds = {c.name: c.type.value for c in meta.columns}  # type: ignore[union-attr]
+        kinds = {c.name: str(c.type) for c in meta.columns}
         return cls(name or meta.name, meta, kinds)
 
     @classmethod
@@ -88,7 +88,7 @@ class TableInfo:
                 remedy="its columns are: " + ", ".join(self.kinds))
         k = self.kinds[column]
         if k == "other" and column in self.meta:
-            return self.meta[column].type.value  # type: ignore[union-attr]
+            return str(self.meta[column].type)
         return k
 
     def column(self, column: str) -> Column:
@@ -117,7 +117,8 @@ class TableInfo:
                     f"public column {self.name}.{column} has {len(values)} distinct values",
                     remedy=f"group by a coarser column (at most {MAX_PUBLIC_KEYS} keys)")
             self._cache[key] = tuple(sorted(values, key=_sort_key))
-        return self._cache[key]
+        found: tuple[Any, ...] = self._cache[key]
+        return found
 
     def public_bounds(self, column: str) -> tuple[Fraction, Fraction] | None:
         """Min and max of a public numeric column (public bounds), or None if it is empty."""
@@ -134,7 +135,8 @@ class TableInfo:
                 self._cache[key] = None
             else:
                 self._cache[key] = (Fraction(lo), Fraction(hi))
-        return self._cache[key]
+        bounds: tuple[Fraction, Fraction] | None = self._cache[key]
+        return bounds
 
     def max_multiplicity(self, columns: tuple[str, ...],
                          as_double: tuple[bool, ...] | None = None) -> int:
@@ -175,10 +177,10 @@ class TableInfo:
             else:
                 counts = t.group_by(names).aggregate([([], "count_all")])
                 self._cache[key] = int(max(counts.column("count_all").to_pylist()))
-        return self._cache[key]
+        return int(self._cache[key])
 
 
-def _sort_key(v: Any) -> tuple:
+def _sort_key(v: Any) -> tuple[Any, ...]:
     return (v is None, type(v).__name__, v if v is not None else 0)
 
 

@@ -143,7 +143,7 @@ def dataset_relation(info: TableInfo) -> tuple[Relation, bool]:
     (PersonLevel(key='pid', max_rows=3), False)
     """
     meta = info.meta
-    bounded = meta.neighbours.value == "bounded"  # type: ignore[union-attr]
+    bounded = str(meta.neighbours) == "bounded"
     unit = meta.privacy_unit
     if not unit.is_row:
         return PersonLevel(key=unit.column, max_rows=unit.max_rows), bounded

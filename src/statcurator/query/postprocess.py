@@ -61,7 +61,7 @@ class NoisyAnswer:
     alpha)`` the (1 - alpha) half-width of measurement ``i`` (from its mechanism).
     """
 
-    def __init__(self, plan: QueryPlan, atoms: Sequence[Atom], keys: list[tuple],
+    def __init__(self, plan: QueryPlan, atoms: Sequence[Atom], keys: list[tuple[Any, ...]],
                  values: list[list[Any]], alpha: float,
                  halfwidth: Callable[[int, float], Fraction]) -> None:
         self.plan = plan
@@ -163,7 +163,7 @@ class NoisyAnswer:
         ivs = {agg: self.atom_interval(self.atom_index[agg], g, a) for agg in aggs}
         return self._iv(e, g, ivs)
 
-    def _iv(self, e: Expr, g: int, ivs: dict) -> Interval | None:
+    def _iv(self, e: Expr, g: int, ivs: dict[Agg, Interval | None]) -> Interval | None:
         if isinstance(e, Agg):
             return ivs[e]
         if isinstance(e, Lit | KeyRef):
@@ -188,13 +188,14 @@ class NoisyAnswer:
         plan = self.plan
         outputs = plan.outputs
         noisy = [bool(o.expr.aggregates()) for o in outputs]
-        groups = range(len(self.keys))
+        groups = list(range(len(self.keys)))
         if plan.having is not None:
             groups = [g for g in groups if self.point(plan.having, g) is True]
-        groups = list(groups)
         for k in reversed(plan.order_by):
-            groups.sort(key=lambda g, e=k.expr: _order_key(self.point(e, g)),
-                        reverse=k.descending)
+            def sort_key(g: int, e: Expr = k.expr) -> Any:
+                return _order_key(self.point(e, g))
+
+            groups.sort(key=sort_key, reverse=k.descending)
             # NULLs last whatever the direction
             nulls = [g for g in groups if self.point(k.expr, g) is None]
             groups = [g for g in groups if self.point(k.expr, g) is not None] + nulls
@@ -241,16 +242,16 @@ def _out(v: Any) -> Any:
 
 def _compare(op: str, a: Any, b: Any) -> bool:
     if op == "=":
-        return a == b
+        return bool(a == b)
     if op == "<>":
-        return a != b
+        return bool(a != b)
     if op == "<":
-        return a < b
+        return bool(a < b)
     if op == "<=":
-        return a <= b
+        return bool(a <= b)
     if op == ">":
-        return a > b
-    return a >= b
+        return bool(a > b)
+    return bool(a >= b)
 
 
 def _order_key(v: Any) -> Any:

@@ -89,7 +89,7 @@ class Quantized:
         if math.isnan(x):
             return None
         x = min(max(x, self.low_double()), self.high_double())
-        return math.floor(x * self.step_double() + 0.5)
+        return int(math.floor(x * self.step_double() + 0.5))
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +231,10 @@ class ExactResult:
     """
 
     key_names: tuple[str, ...]
-    groups: dict[tuple, tuple[int, ...]] = field(default_factory=dict)
-    histograms: tuple[dict[tuple, dict[int, int]], ...] = ()
+    groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
+    histograms: tuple[dict[tuple[Any, ...], dict[int, int]], ...] = ()
 
-    def canonical(self) -> tuple:
+    def canonical(self) -> tuple[Any, ...]:
         """A comparable form (for parity tests between engines)."""
         groups = sorted(((_canon_key(k), v) for k, v in self.groups.items()), key=repr)
         hists = tuple(sorted(((_canon_key(k), tuple(sorted(h.items()))) for k, h in hist.items()),
@@ -242,5 +242,5 @@ class ExactResult:
         return (self.key_names, tuple(groups), hists)
 
 
-def _canon_key(k: tuple) -> tuple:
+def _canon_key(k: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(int(v) if isinstance(v, float) and v.is_integer() else v for v in k)

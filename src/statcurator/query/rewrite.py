@@ -123,7 +123,7 @@ def public_key_sets(analyzer: Analyzer, keys: Sequence[GroupKey],
     """Each key's public set of values (None: not public), refusing absurdly many groups."""
     sets = [None if s is None else _distinct(s) for s in (analyzer.key_set(k.expr) for k in keys)]
     if sets and all(s is not None for s in sets):
-        size = math.prod(len(s) for s in sets)  # type: ignore[arg-type]
+        size = math.prod([len(s) for s in sets if s is not None])
         if size > max_keys:
             raise UnsupportedQueryError(
                 f"the public key sets make {size} groups",
@@ -141,10 +141,10 @@ def _distinct(values: Sequence[Any]) -> tuple[Any, ...]:
     >>> _distinct((0.0, -0.0, 1, 1.0, True, "1", float("nan"), float("nan")))
     (0.0, 1, True, '1', nan)
     """
-    out: dict[tuple, Any] = {}
+    out: dict[tuple[Any, ...], Any] = {}
     for v in values:
         if isinstance(v, float) and math.isnan(v):
-            key: tuple = ("nan",)
+            key: tuple[Any, ...] = ("nan",)
         else:
             key = (isinstance(v, bool), v)
         out.setdefault(key, v)
