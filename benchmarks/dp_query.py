@@ -11,7 +11,7 @@ On a generated 1,000,000-row table (age 0-100, sex, zipcode with 1,000 values, i
 
 A DP run is everything a user waits for: the (cached) compiled query, the ledger's charge
 and stored answer, the engine's exact aggregates, the noise, the intervals and the Arrow
-table. Target: within 2× of DuckDB alone. Reference figures measured on this machine for the
+table. Target: within 1.3× of DuckDB alone (issue 10; 2× in issue 4). Reference figures measured on this machine for the
 same two queries, warm: DuckDB ~9 ms and ~5 ms; SmartNoise SQL 0.30 s / 0.16 s; OpenDP's
 Polars API 1.2 s / 1.0 s; Tumult Analytics on Spark 1.1 s / 66 s.
 
@@ -90,7 +90,8 @@ def curator(data, engine: str = "duckdb", **options):
     from statcurator.core.measures import PureDP
     from statcurator.curator import Curator
 
-    cur = Curator(engine=engine, default_budget=PureDP(10**12), **options)
+    cur = Curator(engine=engine, default_budget=PureDP(10**12),
+                  dataset_budget=PureDP(10**12), **options)
     cur.register("bench", data, metadata())
     return cur
 
@@ -258,9 +259,9 @@ def main() -> None:
 
 def report(r: dict) -> None:
     print(f"DP queries vs exact DuckDB on {r['rows']:,} rows (warm medians, interleaved runs)")
-    print(f"{'query':<44}{'DP (ms)':>10}{'DuckDB (ms)':>13}{'ratio':>8}  target <= 2x")
+    print(f"{'query':<44}{'DP (ms)':>10}{'DuckDB (ms)':>13}{'ratio':>8}  target <= 1.3x")
     for name, v in r["small"].items():
-        ok = "ok" if v["ratio"] <= 2 else "MISSED"
+        ok = "ok" if v["ratio"] <= 1.3 else "MISSED"
         print(f"{name:<44}{v['dp_ms']:>10.1f}{v['exact_ms']:>13.1f}{v['ratio']:>8.2f}  {ok}")
     print("  (cold parse + compile + bind, once per query text: "
           + ", ".join(f"{v['cold_parse_compile_ms']:.1f} ms" for v in r["small"].values()) + ")")

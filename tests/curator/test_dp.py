@@ -24,6 +24,14 @@ from statcurator.testing.dp import check_dp
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def fresh_sql():
+    """The generated SQL is cached per plan: mutants that patch the generator need it gone."""
+    sqlgen.clear_cache()
+    yield
+    sqlgen.clear_cache()
+
 TRIALS = 50_000
 
 AGES = TableMeta("t", (Column("pid", type="integer"), Column("age", type="integer", bounds=(0, 120)),
@@ -109,12 +117,12 @@ def test_mutant_without_clamping_is_caught(monkeypatch):
 
 
 def test_mutant_without_contribution_bounding_is_caught(monkeypatch):
-    original = sqlgen.plan_sql
+    original = sqlgen.plan_template
 
-    def unbounded(plan, salt, names=None):
-        return original(dataclasses.replace(plan, bounding=None), salt, names)
+    def unbounded(plan, *args, **kwargs):
+        return original(dataclasses.replace(plan, bounding=None), *args, **kwargs)
 
-    monkeypatch.setattr("statcurator.engines.duckdb.plan_sql", unbounded)
+    monkeypatch.setattr("statcurator.engines.duckdb.plan_template", unbounded)
     assert not dp(D, ONE_PERSON_MANY_ROWS, "SELECT sex, COUNT(*) FROM t GROUP BY sex", 1,
                   meta=PERSONS).passed
 

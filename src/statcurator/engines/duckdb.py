@@ -26,7 +26,7 @@ from typing import Any
 from ..core.errors import EngineError
 from ..query.relational import EnginePlan, ExactResult
 from .base import TableSource, result_from_rows
-from .sqlgen import plan_sql, quote
+from .sqlgen import plan_sql, plan_template, quote
 
 __all__ = ["DuckDBEngine", "duckdb_type"]
 
@@ -69,7 +69,10 @@ class DuckDBEngine:
         self._lock = threading.Lock()
         self._attached: dict[str, str] = {}
         self.tables: dict[str, TableSource] = {}
-        self._valid: set[str] = set()  # statements already bound against the current tables
+        # statement text (salt as parameter $1) -> name of the prepared statement: a plan is
+        # bound once, when it is validated before the charge, and then only executed
+        self._prepared: dict[str, str] = {}
+        self._counter = 0
 
     def register(self, name: str, source: TableSource) -> None:
         with self._lock:
@@ -99,7 +102,7 @@ class DuckDBEngine:
             self.tables[name] = source
 
     def _drop(self, name: str) -> None:
-        self._valid.clear()
+        self._deallocate_all()
         if name not in self.tables:
             return
         src = self.tables.pop(name)
@@ -123,22 +126,39 @@ class DuckDBEngine:
         """The statements this engine runs for ``plan`` (for ``explain``)."""
         return plan_sql(plan, salt)
 
+    def _deallocate_all(self) -> None:
+        for name in self._prepared.values():
+            self.con.execute(f"DEALLOCATE {name}")
+        self._prepared.clear()
+
+    def _prepare(self, text: str) -> str:
+        """The name of ``text`` prepared on the connection (``PREPARE`` binds names and
+        types and plans the statement, reading no row). Call with the lock held."""
+        name = self._prepared.get(text)
+        if name is None:
+            if len(self._prepared) >= _MAX_PREPARED:
+                oldest = next(iter(self._prepared))
+                self.con.execute(f"DEALLOCATE {self._prepared.pop(oldest)}")
+            name = f"__sc_p{self._counter}"
+            self._counter += 1
+            self.con.execute(f"PREPARE {name} AS {text}")
+            self._prepared[text] = name
+        return name
+
     def validate(self, plan: EnginePlan) -> None:
         """Bind the plan's statements against the registered tables without running them.
 
-        DuckDB's ``EXPLAIN`` resolves names and types and reads no rows, so a query that
-        the data's actual types cannot run (metadata that says integer over a DATE column,
-        say) is refused here, before any budget is charged, instead of failing after it.
+        DuckDB's ``PREPARE`` resolves names and types and reads no rows, so a query that the
+        data's actual types cannot run (metadata that says integer over a DATE column, say)
+        is refused here, before any budget is charged, instead of failing after it. The
+        prepared statements are what :meth:`execute` then runs with the release's salt, so
+        validating costs no second binding.
         """
-        main, hists = plan_sql(plan, "0" * 32)
-        todo = [s for s in (main, *hists) if s not in self._valid]
-        if not todo:
-            return
+        main, hists, _ = plan_template(plan)
         try:
             with self._lock:
-                for stmt in todo:
-                    self.con.execute("EXPLAIN " + stmt)
-                self._valid.update(todo)
+                for stmt in (main, *hists):
+                    self._prepare(stmt)
         except Exception as e:
             raise EngineError(
                 f"DuckDB cannot run this query on the registered data ({type(e).__name__}); "
@@ -147,11 +167,16 @@ class DuckDBEngine:
                        "match its metadata (the cause is chained)") from e
 
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
-        main, hists = plan_sql(plan, salt)
+        main, hists, salted = plan_template(plan)
+        if not salt or not all(c in "0123456789abcdef" for c in salt):
+            raise ValueError("the salt must be lowercase hexadecimal")
+        args = f"('{salt}')" if salted else ""
         try:
             with self._lock:
-                rows = self.con.execute(main).fetchall()
-                hist_rows = [self.con.execute(h).fetchall() for h in hists]
+                names = [self._prepare(s) for s in (main, *hists)]
+                rows = self.con.execute(f"EXECUTE {names[0]}{args}").fetchall()
+                hist_rows = [self.con.execute(f"EXECUTE {n}{args}").fetchall()
+                             for n in names[1:]]
         except Exception as e:  # duckdb raises its own exception classes
             # the engine's message may quote a private value (a failed conversion): it stays
             # in the chained cause, for the data owner, and out of what analysts see
@@ -159,6 +184,10 @@ class DuckDBEngine:
                               remedy="the data owner should check that the registered data "
                                      "matches its metadata (the cause is chained)") from e
         return result_from_rows(plan, rows, hist_rows)
+
+
+#: prepared statements kept per connection (the oldest is deallocated beyond this)
+_MAX_PREPARED = 512
 
 
 def _str(s: Any) -> str:

@@ -42,6 +42,8 @@ ranks ``1..max_groups`` fall in at most ``max_groups`` groups — whatever the k
 
 from __future__ import annotations
 
+import functools
+import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -67,8 +69,8 @@ from ..query.expr import (
 from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, Quantized
 
-__all__ = ["expr_sql", "plan_sql", "plan_statements", "render", "to_spark", "quote",
-           "encoded", "quantized_sql", "NULL_CODE"]
+__all__ = ["expr_sql", "plan_sql", "plan_template", "plan_statements", "render", "to_spark",
+           "quote", "encoded", "quantized_sql", "clear_cache", "NULL_CODE"]
 
 #: The encoding of a NULL field in hashed text: no encoded value equals it, because every
 #: non-NULL field starts with ``V``.
@@ -258,23 +260,42 @@ def quantized_sql(q: Quantized) -> exp.Expression:
 
 # -- the relation --------------------------------------------------------------------------
 
+def _select(expressions: Sequence[exp.Expression], source: exp.Expression, *,
+            where: exp.Expression | None = None, group: Sequence[exp.Expression] = (),
+            joins: Sequence[exp.Expression] = ()) -> exp.Select:
+    """A SELECT built directly from its parts (sqlglot's builder methods copy the tree at
+    every call and parse strings; a plan's statements are built once, without either)."""
+    s = exp.Select(expressions=list(expressions), from_=exp.From(this=source))
+    if joins:
+        s.set("joins", list(joins))
+    if where is not None:
+        s.set("where", exp.Where(this=where))
+    if group:
+        s.set("group", exp.Group(expressions=list(group)))
+    return s
+
+
+def _named(name: str) -> exp.Table:
+    return exp.Table(this=exp.Identifier(this=name))
+
+
 def relation_tree(rel: Relation, names: dict[str, str] | None = None
-                  ) -> tuple[exp.Select, list[exp.Expression]]:
-    """A ``SELECT`` with the ``FROM``/``JOIN`` of the relation, and its WHERE predicates
-    (filters hoisted above the joins). ``names`` maps registered table names to the engine's
-    own names (Spark views)."""
+                  ) -> tuple[exp.Table, list[exp.Join], list[exp.Expression]]:
+    """The ``FROM`` table, the ``JOIN`` s and the WHERE predicates of the relation (filters
+    hoisted above the joins). ``names`` maps registered table names to the engine's own
+    names (Spark views)."""
     preds: list[exp.Expression] = []
+    joins: list[exp.Join] = []
     names = names or {}
-    select = exp.Select()
+    first: list[exp.Table] = []
 
     def table(scan: Scan) -> exp.Table:
         return exp.Table(this=_ident(names.get(scan.table, scan.table)),
                          alias=exp.TableAlias(this=_ident(scan.alias)))
 
     def walk(r: Relation) -> None:
-        nonlocal select
         if isinstance(r, Scan):
-            select = select.from_(table(r))
+            first.append(table(r))
         elif isinstance(r, Filter):
             walk(r.input)
             preds.append(expr_tree(r.predicate))
@@ -284,13 +305,15 @@ def relation_tree(rel: Relation, names: dict[str, str] | None = None
             cond = on[0]
             for c in on[1:]:
                 cond = exp.And(this=cond, expression=c)
-            select = select.join(table(r.right), on=cond,
-                                 join_type="LEFT" if r.kind == "left" else None)
+            join = exp.Join(this=table(r.right), on=cond)
+            if r.kind == "left":
+                join.set("side", "LEFT")
+            joins.append(join)
         else:  # pragma: no cover
             raise TypeError(f"unknown relation {r!r}")
 
     walk(rel)
-    return select, preds
+    return first[0], joins, preds
 
 
 def restrict_in_sql(plan: EnginePlan) -> bool:
@@ -352,9 +375,8 @@ def _window(func: exp.Expression, order: Sequence[exp.Expression]) -> exp.Window
 def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = None
                     ) -> tuple[exp.Select, list[exp.Select]]:
     """The main statement and one statement per histogram, as sqlglot trees."""
-    if not salt or not all(c in "0123456789abcdef" for c in salt):
-        raise ValueError("the salt must be lowercase hexadecimal")
-    select, preds = relation_tree(plan.relation, names)
+    _check_salt(salt)
+    frm, joins, preds = relation_tree(plan.relation, names)
     inputs = plan.quantized_inputs()
     qname = {q: f"q{i}" for i, q in enumerate(inputs)}
     nonnull = [t.input for t in plan.terms if t.kind == "nonnull"]
@@ -373,11 +395,10 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
         for k, vals in zip(plan.keys, plan.key_values, strict=True):
             if vals is not None:
                 preds.append(_key_filter(expr_tree(k.expr), vals))
-    src = select.select(*cols)
-    if preds:
-        src = src.where(_and(preds) if len(preds) > 1 else preds[0])
+    src = _select(cols, frm, joins=joins,
+                  where=(_and(preds) if len(preds) > 1 else preds[0]) if preds else None)
     ctes: list[tuple[str, exp.Expression]] = [(_SRC, src)]
-    source: exp.Expression = exp.Table(this=exp.Identifier(this=_SRC))
+    source: exp.Expression = _named(_SRC)
     keys = [f"k{i}" for i in range(len(plan.keys))]
     b = plan.bounding
     if b is not None:
@@ -387,19 +408,21 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
         if b.max_groups is not None and keys:
             # ranked by the salted hash, ties broken on the keys themselves (module docs)
             order = [_hash(salt, [unit, *ktext]), *(_ref(k) for k in keys)]
-            ctes.append((_GRP, exp.select(exp.Star(), exp.alias_(
-                _window(exp.DenseRank(), order), "__g")).from_(_SRC)))
-            source = exp.select(exp.Star()).from_(_GRP).where(
-                exp.LTE(this=_ref("__g"), expression=_int(b.max_groups))).subquery(_KEPT)
+            ctes.append((_GRP, _select([exp.Star(), exp.alias_(
+                _window(exp.DenseRank(), order), "__g")], _named(_SRC))))
+            source = exp.Subquery(
+                this=_select([exp.Star()], _named(_GRP), where=exp.LTE(
+                    this=_ref("__g"), expression=_int(b.max_groups))),
+                alias=exp.TableAlias(this=exp.Identifier(this=_KEPT)))
         fields = [unit, *ktext, *(_cast(_ref(qname[q]), "VARCHAR") for q in inputs),
                   *(_cast(_ref(f"n{i}"), "VARCHAR") for i in range(len(nonnull))),
                   *(_field_text(_ref(f"x{i}"), r)
                     for i, r in enumerate(plan.real_distinct or (False,) * len(distinct)))]
-        ctes.append((_RNK, exp.select(exp.Star(), exp.alias_(
-            _window(exp.RowNumber(), [_hash(salt, fields)]), "__r")).from_(source)))
-        ctes.append((_BND, exp.select(exp.Star()).from_(_RNK).where(
-            exp.LTE(this=_ref("__r"), expression=_int(b.max_rows)))))
-        source = exp.Table(this=exp.Identifier(this=_BND))
+        ctes.append((_RNK, _select([exp.Star(), exp.alias_(
+            _window(exp.RowNumber(), [_hash(salt, fields)]), "__r")], source)))
+        ctes.append((_BND, _select([exp.Star()], _named(_RNK), where=exp.LTE(
+            this=_ref("__r"), expression=_int(b.max_rows)))))
+        source = _named(_BND)
     aggs: list[exp.Expression] = []
     index = {id(e): i for i, e in enumerate(nonnull)}
     index.update({id(e): i for i, e in enumerate(distinct)})
@@ -409,14 +432,14 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     if not aggs:
         aggs = [exp.alias_(exp.Count(this=exp.Star()), "t_")]
 
-    def with_ctes(stmt: exp.Select) -> exp.Select:
-        for name, body in ctes:
-            stmt = stmt.with_(name, as_=body.copy())
+    def with_ctes(stmt: exp.Select, share: bool) -> exp.Select:
+        stmt.set("with_", exp.With(expressions=[
+            exp.CTE(this=body if share else body.copy(),
+                    alias=exp.TableAlias(this=exp.Identifier(this=name)))
+            for name, body in ctes]))
         return stmt
 
-    main = exp.select(*key_refs, *aggs).from_(source.copy())
-    if keys:
-        main = main.group_by(*(k.copy() for k in key_refs))
+    main = _select([*key_refs, *aggs], source.copy(), group=[k.copy() for k in key_refs])
     hists = []
     for h in plan.histograms:
         q = _ref(qname[h.input])
@@ -427,12 +450,12 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
             span = h.input.uq - h.input.lq
             bexpr = _least(exp.IntDiv(this=_paren(exp.Mul(this=off, expression=_int(h.bins))),
                                       expression=_int(span)), _int(h.bins - 1))
-        stmt = (exp.select(*(k.copy() for k in key_refs), exp.alias_(bexpr, "__bin"),
-                           exp.alias_(exp.Count(this=exp.Star()), "__n"))
-                .from_(source.copy()).where(exp.Not(this=_is_null(q.copy())))
-                .group_by(*(k.copy() for k in key_refs), _ref("__bin")))
-        hists.append(with_ctes(stmt))
-    return with_ctes(main), hists
+        stmt = _select([*(k.copy() for k in key_refs), exp.alias_(bexpr, "__bin"),
+                        exp.alias_(exp.Count(this=exp.Star()), "__n")], source.copy(),
+                       where=exp.Not(this=_is_null(q.copy())),
+                       group=[*(k.copy() for k in key_refs), _ref("__bin")])
+        hists.append(with_ctes(stmt, share=False))
+    return with_ctes(main, share=True), hists
 
 
 def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.Expression:
@@ -486,11 +509,53 @@ def render(tree: exp.Expression, dialect: str = "duckdb") -> str:
     return tree.sql(dialect=dialect)
 
 
+#: The salt is the only part of a plan's SQL that changes from one release to the next, so
+#: the text is generated once per plan with this random token in the salt's place and the
+#: token is replaced (a 128-bit random hex string: no user literal contains it by chance).
+_SALT_TOKEN = secrets.token_hex(16)
+
+
+@functools.lru_cache(maxsize=1024)
+def _templates(plan: EnginePlan, names: tuple[tuple[str, str], ...],
+               dialect: str) -> tuple[str, tuple[str, ...]]:
+    main, hists = plan_statements(plan, _SALT_TOKEN, dict(names))
+    return render(main, dialect), tuple(render(h, dialect) for h in hists)
+
+
+def clear_cache() -> None:
+    """Forget the generated SQL (tests that patch the generator call it)."""
+    _templates.cache_clear()
+
+
+def _check_salt(salt: str) -> None:
+    if not salt or not all(c in "0123456789abcdef" for c in salt):
+        raise ValueError("the salt must be lowercase hexadecimal")
+
+
 def plan_sql(plan: EnginePlan, salt: str, names: dict[str, str] | None = None,
              dialect: str = "duckdb") -> tuple[str, list[str]]:
     """The main statement and one statement per histogram, as SQL text in ``dialect``."""
-    main, hists = plan_statements(plan, salt, names)
-    return render(main, dialect), [render(h, dialect) for h in hists]
+    _check_salt(salt)
+    main, hists = _templates(plan, tuple(sorted((names or {}).items())), dialect)
+    return main.replace(_SALT_TOKEN, salt), [h.replace(_SALT_TOKEN, salt) for h in hists]
+
+
+def plan_template(plan: EnginePlan, names: dict[str, str] | None = None,
+                  dialect: str = "duckdb", marker: str = "$1") -> tuple[str, list[str], bool]:
+    """The statements with the salt as a query parameter (``marker``), for engines that
+    prepare a statement once and execute it with each release's salt; and whether the salt
+    appears at all (only contribution bounding uses it).
+
+    >>> from statcurator.query.relational import EnginePlan
+    >>> from statcurator.query.plan import Scan
+    >>> main, hists, salted = plan_template(EnginePlan(Scan("t", "t"), (), (), None, ()))
+    >>> salted, main
+    (False, 'WITH __sc_src AS (SELECT 1 AS __one FROM "t" AS "t") SELECT COUNT(*) AS t_ FROM __sc_src')
+    """
+    main, hists = _templates(plan, tuple(sorted((names or {}).items())), dialect)
+    quoted = f"'{_SALT_TOKEN}'"
+    salted = _SALT_TOKEN in main or any(_SALT_TOKEN in h for h in hists)
+    return main.replace(quoted, marker), [h.replace(quoted, marker) for h in hists], salted
 
 
 def to_spark(sql: str) -> str:

@@ -214,7 +214,7 @@ class BoundQuery:
                            composed.privacy_map, name=composed.name)
 
     # -- privacy --------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def cost(self) -> PrivacyLoss:
         """The privacy loss of the query: its Measurement's map at one privacy unit (what is
         charged, converted to (ε, δ) at the stated δ when ``rho`` comes with ``delta``)."""
@@ -469,6 +469,15 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     one vector release (grouped) or one scalar release."""
     if not raw:
         return [[] for _ in range(n)]
+    if obj.grid is None and m.value_scale == 1:  # counts: int64 all the way (the common case)
+        try:
+            ints = np.asarray(raw, dtype=np.int64)
+        except OverflowError:
+            ints = None
+        if ints is not None:
+            base = np.clip(ints, -_MAX_UNITS, _MAX_UNITS)
+            out = obj.release(np.tile(base, (n, 1)) if vector else np.full(n, base[0]))
+            return np.asarray(out).reshape(n, len(raw)).tolist()
     limit = _MAX_UNITS * obj.step
     vals = [min(max(Fraction(x) * m.value_scale, -limit), limit) for x in raw]
     if vector and obj.grid is not None and not m.integral:  # see BoundQuery._mechanism

@@ -1,0 +1,103 @@
+"""Benchmark: fresh, distinct DP queries through the whole curator path against the same
+exact queries in DuckDB alone (issue 10, "The query path at engine speed").
+
+On the bundled Adult table (30,162 rows), ``--queries`` distinct small queries — each text
+new to the curator, so nothing is cached but the registered table — are released one after
+the other (parse with sqlglot, compile, bind, prepare in DuckDB, charge a durable SQLite
+ledger, execute, noise, release table, store the answer); DuckDB alone runs the exact
+equivalents on the same connection, interleaved in blocks. Target: a fresh DP query at most
+2× the bare DuckDB query (the same-run ratio of the medians).
+
+Run: python benchmarks/dp_fresh_queries.py [--queries 1000] [--ledger memory|sqlite] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+
+def queries(n: int) -> list[tuple[str, str]]:
+    """``n`` distinct (DP SQL, exact SQL) pairs of a few shapes."""
+    out = []
+    shapes = [
+        ("SELECT COUNT(*) AS n FROM adult WHERE age > {a} AND sex = 'Male'",
+         "SELECT COUNT(*) FROM adult WHERE age > {a} AND sex = 'Male'"),
+        ("SELECT sex, COUNT(*) AS n FROM adult WHERE age BETWEEN {a} AND {b} GROUP BY sex",
+         "SELECT sex, COUNT(*) FROM adult WHERE age BETWEEN {a} AND {b} GROUP BY sex"),
+        ("SELECT AVG(age) AS m FROM adult WHERE age >= {a} AND education = 'Bachelors'",
+         "SELECT AVG(LEAST(GREATEST(age, 0), 100)) FROM adult "
+         "WHERE age >= {a} AND education = 'Bachelors'"),
+        ("SELECT race, SUM(age) AS s FROM adult WHERE age < {b} GROUP BY race",
+         "SELECT race, SUM(age) FROM adult WHERE age < {b} GROUP BY race"),
+    ]
+    seen: set[str] = set()
+    i = 0
+    while len(out) < n:
+        dp, ex = shapes[i % len(shapes)]
+        j = i // len(shapes)
+        a, b = 17 + j % 50, 40 + j // 50  # distinct (a, b) pairs for each shape
+        text = dp.format(a=a, b=b)
+        if text not in seen:
+            seen.add(text)
+            out.append((text, ex.format(a=a, b=b)))
+        i += 1
+    assert len({d for d, _ in out}) == n, "queries must be distinct"
+    return out
+
+
+def run(n: int, ledger: str) -> dict:
+    import statcurator as sc
+    from statcurator.core.measures import PureDP
+
+    folder = tempfile.mkdtemp()
+    path = None if ledger == "memory" else str(Path(folder) / "ledger.db")
+    cur = sc.Curator(ledger=path, default_budget=None, dataset_budget=None)
+    cur.register("adult", sc.datasets.adult(), budget=PureDP(10**9))
+    cur.set_budget("bench", "adult", PureDP(10**9))
+    con = cur.engine.con
+    pairs = queries(n)
+    cur.sql("SELECT COUNT(*) FROM adult").release(epsilon=1, analyst="bench")  # warm
+    con.execute("SELECT COUNT(*) FROM adult").fetchall()
+    t_dp, t_ex = [], []
+    block = 20
+    for start in range(0, n, block):
+        chunk = pairs[start:start + block]
+        for _, ex in chunk:
+            s = time.perf_counter()
+            con.execute(ex).fetchall()
+            t_ex.append(time.perf_counter() - s)
+        for dp, _ in chunk:
+            s = time.perf_counter()
+            cur.sql(dp).release(epsilon=Fraction(1, 10), analyst="bench")
+            t_dp.append(time.perf_counter() - s)
+    dp_ms, ex_ms = 1000 * statistics.median(t_dp), 1000 * statistics.median(t_ex)
+    return {"queries": n, "ledger": ledger, "dp_ms": dp_ms, "duckdb_ms": ex_ms,
+            "ratio": dp_ms / ex_ms, "dp_per_s": 1000 / dp_ms, "duckdb_per_s": 1000 / ex_ms}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--ledger", choices=["memory", "sqlite"], default="sqlite")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    r = run(args.queries, args.ledger)
+    if args.json:
+        print(json.dumps(r, indent=2))
+        return
+    print(f"{r['queries']} fresh distinct DP queries on Adult (ledger: {r['ledger']}), "
+          "medians, interleaved with DuckDB alone")
+    print(f"  DP release     {r['dp_ms']:7.2f} ms  ({r['dp_per_s']:6.0f} queries/s)")
+    print(f"  DuckDB alone   {r['duckdb_ms']:7.2f} ms  ({r['duckdb_per_s']:6.0f} queries/s)")
+    print(f"  ratio          {r['ratio']:7.2f}x   target <= 2x: "
+          f"{'ok' if r['ratio'] <= 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
