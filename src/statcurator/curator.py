@@ -435,6 +435,10 @@ class Curator:
                                 remedy="register it with its data to run estimators")
             job = prepare(estimator, meta, loss)
             cost = job.measurement.cost
+            if loss is not None and not cost.fits(loss):  # the map must honour the request
+                raise InvalidParameterError(
+                    f"{job.mechanism} would cost {cost}, more than the {loss} asked for",
+                    remedy="ask for a larger budget, or report this estimator as a bug")
             rid = request_id if request_id is not None else uuid.uuid4().hex
             self._ensure_budget(analyst, dataset)
             charge = self.ledger.charge(analyst, dataset, cost, request_id=rid,
@@ -610,8 +614,12 @@ class Query:
     # -- the release --------------------------------------------------------------------
     def release(self, epsilon: Any = None, delta: Any = None, *, analyst: str = "default",
                 request_id: str | None = None, alpha: float | None = None,
-                weights: Mapping[str, Any] | None = None, rho: Any = None) -> Release:
+                weights: Mapping[str, Any] | None = None, rho: Any = None,
+                nonnegative: bool = False) -> Release:
         """Charge ``analyst``'s budget, run the query, and return the noisy :class:`Release`.
+
+        ``nonnegative=True`` clamps released counts (and their intervals) at 0 — free
+        post-processing, stated in the release.
 
         ``epsilon`` (with ``delta`` for partition selection) gives Laplace noise; ``rho``
         gives Gaussian noise under zCDP, charged as ρ to a zCDP budget — or, with ``delta``
@@ -650,7 +658,7 @@ class Query:
                 from .query.relational import ExactResult
 
                 return self._build(bound, bound.noise(ExactResult(cq.engine_plan.key_names), a),
-                                   analyst, rid, a)
+                                   analyst, rid, a, nonnegative)
             cur._ensure_budget(analyst, table)
             # a query the data's types cannot run: refused uncharged
             cur.engine.validate(cq.engine_plan)
@@ -662,17 +670,19 @@ class Query:
             salt = rng.random_bytes(16).hex()
             exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
         # the query Measurement's function is the noise: the same object whose map was charged
-        rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a)
+        rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a,
+                          nonnegative)
         cur.ledger.store_answer(analyst, rid, rel.to_json())
         return rel
 
     def _build(self, bound: BoundQuery, noisy: Any, analyst: str, rid: str,
-               alpha: float) -> Release:
+               alpha: float, nonnegative: bool = False) -> Release:
         from . import __version__
         from .accounting import analyst_id
         from .query.release import Release
 
         cq = bound.compiled
+        noisy.nonnegative = bool(nonnegative)
         provenance = {
             "query": self.query_text, "plan": self.plan.sql(), "dataset": cq.table,
             "analyst": analyst_id(analyst), "request_id": rid,
@@ -684,6 +694,8 @@ class Query:
                            "public key sets" if cq.public_keys else "partition selection"),
             "statcurator": __version__,
         }
+        if nonnegative:
+            provenance["post_processing"] = "counts clamped at 0 (free post-processing)"
         return Release.build(bound, noisy, provenance)
 
     def __repr__(self) -> str:

@@ -110,10 +110,12 @@ def test_bounding_absorbs_join_duplication_for_person_units(person_cat):
 
 def test_quantile_sensitivity_in_scaled_scores(cat, bounded_cat):
     cq = compiled("SELECT MEDIAN(age) AS m, QUANTILE(age, 0.9) AS q FROM people", cat)
-    # scores are multiplied by 2·den(p): median 2·2·max(1/2, 1/2) = 2; p=9/10: 2·10·9/10 = 18
-    assert sens(cq) == {"m": 2, "q": 18}
+    # the point's scores are multiplied by 2·den(p): median 2·2·max(1/2, 1/2) = 2;
+    # p=9/10: 2·10·9/10 = 18; the interval ends' by den(p)
+    assert sens(cq) == {"m": 2, "m: lower end": 1, "m: upper end": 1,
+                        "q": 18, "q: lower end": 9, "q: upper end": 9}
     b = compiled("SELECT MEDIAN(age) AS m FROM people", bounded_cat)
-    assert sens(b) == {"m": 4}
+    assert sens(b) == {"m": 4, "m: lower end": 2, "m: upper end": 2}
     h = cq.atoms[0].histogram
     assert h.bins == 121 and h.per_point
 
@@ -128,15 +130,16 @@ def test_real_quantiles_use_public_bins(cat):
 
 def test_equal_split_and_weights(cat):
     cq = compiled("SELECT COUNT(*) AS n, AVG(age) AS a, MEDIAN(age) AS m FROM people", cat)
+    # a median gives half its share to its point, a quarter to each end of its interval
     assert [m.weight for m in cq.measures] == [Fraction(1, 3), Fraction(1, 6), Fraction(1, 6),
-                                               Fraction(1, 3)]
+                                               Fraction(1, 6), Fraction(1, 12), Fraction(1, 12)]
     b = BoundQuery(cq, Fraction(3, 2))
     assert b.cost == PureDP(Fraction(3, 2))
     assert [i.epsilon for i in b.infos] == [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4),
-                                            Fraction(1, 2)]
+                                            Fraction(1, 4), Fraction(1, 8), Fraction(1, 8)]
     w = BoundQuery(cq, 1, weights={"n": 2, "a": 1, "m": 1})
     assert [i.epsilon for i in w.infos] == [Fraction(1, 2), Fraction(1, 8), Fraction(1, 8),
-                                            Fraction(1, 4)]
+                                            Fraction(1, 8), Fraction(1, 16), Fraction(1, 16)]
     assert w.cost == PureDP(1)
 
 

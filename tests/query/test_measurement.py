@@ -105,8 +105,8 @@ def test_every_aggregate_has_one_class():
 def test_rho_gives_gaussian_noise_and_a_zcdp_cost():
     b = bound("SELECT sex, COUNT(*), SUM(age), MEDIAN(age) FROM t GROUP BY sex",
               rho=Fraction(1, 2))
-    assert [i.mechanism.split(" ")[0] for i in b.infos] == ["gaussian", "gaussian",
-                                                             "exponential"]
+    assert [i.mechanism.split(" ")[0] for i in b.infos] == ["gaussian", "gaussian"] + [
+        "exponential"] * 3  # the median's point and the two ends of its interval
     assert isinstance(b.cost, ZCDP) and b.cost.fits(ZCDP(Fraction(1, 2)))
     assert b.check_cost() == b.cost
 
@@ -191,3 +191,35 @@ def test_noise_is_exact_on_the_grid_for_gaussian_sums():
              for a in b.noise_many(ExactResult((), {(): (270,)}), 2000)]
     assert all(isinstance(v, int) for v in draws)
     assert abs(np.mean(draws) - 270) < 10 * b.infos[0].scale / np.sqrt(2000) + 1
+
+
+# -- quantiles with value intervals; non-negative counts ---------------------------------------
+
+def test_a_median_comes_with_a_value_interval_of_stated_coverage():
+    """Coverage at α: over 300 releases at α = 0.1, the interval misses the empirical median
+    at most ~0.1 of the time; the bound is checked with a binomial tail of 1e-6."""
+    from scipy import stats
+
+    from statcurator.query.relational import ExactResult
+
+    b = bound("SELECT MEDIAN(age) AS m FROM t", epsilon=1)
+    atom = b.compiled.atoms[0]
+    ages = [20, 30, 40, 50, 60, 70] * 20  # 120 rows: the empirical median is 40
+    hist = {}
+    for a in ages:
+        hist[a - 0] = hist.get(a, 0) + 1
+    exact = ExactResult((), {(): ()}, ({(): hist},))
+    misses = 0
+    for ans in b.noise_many(exact, 300, alpha=0.1):
+        lo, hi = ans.atom_interval(atom, 0, 0.1)
+        misses += not (lo <= 40 <= hi)
+        assert lo <= hi
+    assert stats.binom.sf(misses - 1, 300, 0.1) > 1e-6, misses
+
+
+def test_nonnegative_counts_are_clamped_post_processing():
+    cur = curator()
+    q = cur.sql("SELECT sex, COUNT(*) AS n FROM t WHERE age > 1000 GROUP BY sex")
+    rel = q.release(epsilon=Fraction(1, 100), analyst="eve", nonnegative=True)
+    assert all(r["n"] >= 0 and r["n_low"] >= 0 for r in rel.rows())
+    assert "clamped at 0" in str(rel) and rel.cost == PureDP(Fraction(1, 100))

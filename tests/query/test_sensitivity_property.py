@@ -82,8 +82,13 @@ def check(cq, r1, r2) -> None:
             h1, h2 = r1.histograms[m.index], r2.histograms[m.index]
             total = 0
             for k in keys | set(h1) | set(h2):
-                s1 = quantile_scores(atom, h1.get(k, {}))
-                s2 = quantile_scores(atom, h2.get(k, {}))
+                if m.side is None:
+                    s1 = quantile_scores(atom, h1.get(k, {}))
+                    s2 = quantile_scores(atom, h2.get(k, {}))
+                else:  # an interval end: any public padding (here 3 rows)
+                    bins = range(atom.histogram.bins)
+                    s1 = atom.end_scores([h1.get(k, {}).get(b, 0) for b in bins], m.side, 3)
+                    s2 = atom.end_scores([h2.get(k, {}).get(b, 0) for b in bins], m.side, 3)
                 total += max(abs(a - b) for a, b in zip(s1, s2, strict=True))
             assert total <= m.sensitivity, (m.label, total, m.sensitivity)
         elif m.role == "selection":
@@ -176,4 +181,21 @@ def test_the_check_catches_an_understated_sensitivity():
     halved = replace(cq, measures=tuple(replace(m, sensitivity=m.sensitivity / 2)
                                         for m in cq.measures))
     with pytest.raises(AssertionError):
+        check(halved, r1, r2)
+
+
+def test_the_check_catches_understated_sensitivities_of_quantile_interval_ends():
+    cat = catalog()
+    cq = compile_query(parse_sql("SELECT MEDIAN(age) AS m FROM people", cat), cat)
+    e1 = engine_for([{"pid": i, "age": 30, "income": 1.0, "sex": "F", "city": "a",
+                      "smoker": None} for i in range(4)])
+    e2 = engine_for([{"pid": i, "age": 30, "income": 1.0, "sex": "F", "city": "a",
+                      "smoker": None} for i in range(4)] + [
+        {"pid": 9, "age": 0, "income": 1.0, "sex": "F", "city": "a", "smoker": None}])
+    r1, r2 = e1.execute(cq.engine_plan, salt="0"), e2.execute(cq.engine_plan, salt="0")
+    check(cq, r1, r2)
+    from dataclasses import replace
+    halved = replace(cq, measures=tuple(
+        replace(m, sensitivity=m.sensitivity / 2) if m.side else m for m in cq.measures))
+    with pytest.raises(AssertionError, match="end"):
         check(halved, r1, r2)

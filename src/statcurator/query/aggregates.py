@@ -90,6 +90,8 @@ class Measure:
     weight: Fraction
     p: Fraction | None = None
     l2: Fraction | None = None
+    #: for the interval ends of a quantile: "lower" or "upper" (None: the point)
+    side: str | None = None
 
 
 class CompileContext(Protocol):
@@ -111,7 +113,7 @@ class CompileContext(Protocol):
 
     def add(self, label: str, role: MeasureRole, index: int, sensitivity: Fraction,
             value_scale: Fraction, integral: bool, *, p: Fraction | None = None,
-            l2: Fraction | None = None) -> int: ...
+            l2: Fraction | None = None, side: str | None = None) -> int: ...
 
 
 def _frac(x: Any) -> Fraction:
@@ -161,6 +163,14 @@ class Atom:
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:  # pragma: no cover
         """Describe the measures of ``agg`` in ``ctx`` and return the atom."""
         raise NotImplementedError
+
+    def shares(self) -> tuple[Fraction, ...]:
+        """How this aggregate's share of the budget is split between its measures."""
+        return tuple(Fraction(1, len(self.measures)) for _ in self.measures)
+
+    #: the interval is released at the release's α itself (not rebuilt from half-widths at
+    #: any α), so an expression combining it with others gets no interval
+    fixed_interval: ClassVar[bool] = False
 
     # -- post-processing (noisy values only) ----------------------------------------------
     def point(self, v: Sequence[Any]) -> Any:
@@ -376,14 +386,26 @@ class Variance(Mean):
 @dataclass(frozen=True)
 class Quantile(Atom):
     """``MEDIAN``, ``QUANTILE``/``PERCENTILE_CONT``, ``MIN`` (p = 0), ``MAX`` (p = 1): the
-    exponential mechanism over public bins of the declared range, scored from a per-bin
-    histogram with ``-|#below + #in/2 - p·n|`` (times 2·den(p), so integers)."""
+    exponential mechanism over public bins of the declared range, from a per-bin histogram.
+
+    Three releases share the aggregate's budget: the point (half), scored
+    ``-|#below + #in/2 - p·n|``, and the two ends of a value interval (a quarter each), each
+    scored by the distance of a target rank to the bin's rank interval
+    ``[#below, #below + #in]`` on the counts padded with E public rows at each end of the
+    range: the lower end targets p·n, the upper p·n + 2E, with E = ⌈ln(2B/α)/c⌉ rows for
+    B bins and the mechanism's coefficient c. A bin beyond the empirical quantile Q (the
+    smallest value with #{x ≤ v} ≥ p·n, of the clamped data) is then at least E rows from
+    its end's target, so it is chosen with probability at most α/2, and [low edge of the
+    lower bin, high edge of the upper bin] contains Q with probability at least 1 - α,
+    whatever the data.
+    """
 
     quantized: Quantized | None = None
     histogram: Histogram | None = None
 
     kind: ClassVar[AggregateKind] = AggregateKind.QUANTILE
     functions: ClassVar[tuple[str, ...]] = ("quantile",)
+    fixed_interval: ClassVar[bool] = True
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
@@ -397,23 +419,27 @@ class Quantile(Atom):
         else:
             bins = max(1, min(ctx.quantile_bins, span))
         h = Histogram(q, bins)
-        # scores are scaled by 2·den(p) so they are integers; the sensitivity with them
-        sens = ctx.nb.quantile(p) * 2 * p.denominator
-        i = ctx.add(name, MeasureRole.QUANTILE, ctx.histogram(h), sens, Fraction(1), True, p=p)
-        return cls(agg, name, (i,), q, h)
+        hi = ctx.histogram(h)
+        # scores are scaled so they are integers: by 2·den(p) for the point (its midpoint
+        # rank has halves), by den(p) for the ends
+        point = ctx.add(name, MeasureRole.QUANTILE, hi, ctx.nb.quantile(p) * 2 * p.denominator,
+                        Fraction(1), True, p=p)
+        ends = [ctx.add(f"{name}: {side} end", MeasureRole.QUANTILE, hi,
+                        ctx.nb.quantile(p) * p.denominator, Fraction(1), True, p=p, side=side)
+                for side in ("lower", "upper")]
+        return cls(agg, name, (point, *ends), q, h)
+
+    def shares(self) -> tuple[Fraction, ...]:
+        return (Fraction(1, 2), Fraction(1, 4), Fraction(1, 4))
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
-        return None
-
-    @property
-    def has_interval(self) -> bool:
-        return False
+        return (_frac(v[1]), _frac(v[2]))
 
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
         return None
 
     def scores(self, counts: Sequence[int]) -> list[int]:
-        """The integer scores of the candidate bins from one group's bin counts."""
+        """The integer scores of the point's candidate bins from one group's bin counts."""
         assert self.agg.p is not None
         p = Fraction(self.agg.p)
         total = sum(counts)
@@ -421,6 +447,30 @@ class Quantile(Atom):
         out, below = [], 0
         for c in counts:
             out.append(-abs(2 * den * below + den * c - 2 * num * total))
+            below += c
+        return out
+
+    def end_scores(self, counts: Sequence[int], side: str, pad: int) -> list[int]:
+        """The integer scores (×den(p)) of the bins for one interval end: minus the distance
+        of the end's target rank to each bin's rank interval, on the counts padded with
+        ``pad`` rows at each end of the range (see the class docs).
+
+        >>> from statcurator.query.expr import Agg, Col
+        >>> q = Quantile(Agg("quantile", Col("x"), p=Fraction(1, 2)), "m", (0, 1, 2))
+        >>> q.end_scores([0, 4, 0, 0], "lower", 1), q.end_scores([0, 4, 0, 0], "upper", 1)
+        ([-2, 0, -6, -6], [-6, 0, -2, -2])
+        """
+        assert self.agg.p is not None
+        p = Fraction(self.agg.p)
+        num, den = p.numerator, p.denominator
+        padded = list(counts)
+        padded[0] += pad
+        padded[-1] += pad
+        target = num * sum(counts) + (2 * pad * den if side == "upper" else 0)
+        out, below = [], 0
+        for c in padded:
+            lo, hi = below * den, (below + c) * den
+            out.append(-(lo - target if target < lo else target - hi if target > hi else 0))
             below += c
         return out
 

@@ -373,7 +373,8 @@ class BoundQuery:
                 hist = ex.histograms[m.index]
                 atom = owner[i]
                 assert isinstance(atom, Quantile)
-                cols = [_quantiles(obj, atom, hist.get(k, {}), n) for k in candidates]
+                cols = [_quantiles(obj, atom, hist.get(k, {}), n, m.side, alpha)
+                        for k in candidates]
                 draws.append([[c[d] for c in cols] for d in range(n)])
             else:
                 draws.append(_noisy(obj, [r[m.index] for r in rows], m, vector, n))
@@ -498,17 +499,26 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     return [[Fraction(v) for v in row] for row in out.tolist()]
 
 
-def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int) -> list[Fraction]:
-    """``n`` exponential-mechanism draws of a quantile from one group's bin counts; the
-    chosen bin is reported by its value (one-value bins) or its midpoint."""
+def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, side: str | None,
+               alpha: float) -> list[Fraction]:
+    """``n`` exponential-mechanism draws of a quantile (or of one end of its interval) from
+    one group's bin counts; the chosen bin is reported by its value (one-value bins) or its
+    midpoint — by its low edge for a lower end, its high edge for an upper end."""
     h = atom.histogram
     assert h is not None
-    scores = atom.scores([hist.get(b, 0) for b in range(h.bins)])
+    counts = [hist.get(b, 0) for b in range(h.bins)]
+    if side is None:
+        scores = atom.scores(counts)
+    else:  # the padding E that gives coverage 1 - α (Quantile's docs); public, like α
+        assert atom.agg.p is not None
+        den = Fraction(atom.agg.p).denominator
+        pad = math.ceil(math.log(2 * h.bins / alpha) / (float(obj.coefficient) * den)) + 1
+        scores = atom.end_scores(counts, side, pad)
     picks = [int(obj.release(scores))] if n == 1 else np.asarray(obj.sample(scores, n)).tolist()
     out = []
     for index in picks:
         lo, hi = h.bin_range(int(index))
-        out.append((lo + hi) / 2)
+        out.append(lo if side == "lower" else hi if side == "upper" else (lo + hi) / 2)
     return out
 
 

@@ -184,9 +184,9 @@ class _Compiler:
 
     def add(self, label: str, role: MeasureRole, index: int, sensitivity: Fraction,
             value_scale: Fraction, integral: bool, *, p: Fraction | None = None,
-            l2: Fraction | None = None) -> int:
+            l2: Fraction | None = None, side: str | None = None) -> int:
         self.measures.append(Measure(label, role, index, sensitivity, value_scale, integral,
-                                     Fraction(1), p, l2))
+                                     Fraction(1), p, l2, side))
         return len(self.measures) - 1
 
     def check_row_expr(self, e: Expr, where: str) -> None:
@@ -311,14 +311,16 @@ class _Compiler:
 def weigh(atoms: list[Atom], measures: list[Measure], selection: int | None,
           weights: dict[str, Fraction] | None = None) -> list[Measure]:
     """The ε shares: each aggregate (and the selection) gets ``weights[name]`` (default 1),
-    split equally between the aggregate's measures; shares are normalized to sum to 1."""
+    split between the aggregate's measures as it says (:meth:`Atom.shares`: equally, but a
+    quantile gives half to its point and a quarter to each interval end); shares are
+    normalized to sum to 1."""
     w_atom = {a.name: (weights or {}).get(a.name, Fraction(1)) for a in atoms}
     w_sel = (weights or {}).get("partition selection", Fraction(1))
     total = sum(w_atom.values(), Fraction(0)) + (w_sel if selection is not None else 0)
     out = list(measures)
     for a in atoms:
-        for i in a.measures:
-            out[i] = replace(out[i], weight=w_atom[a.name] / len(a.measures) / total)
+        for i, share in zip(a.measures, a.shares(), strict=True):
+            out[i] = replace(out[i], weight=w_atom[a.name] * share / total)
     if selection is not None:
         out[selection] = replace(out[selection], weight=w_sel / total)
     return out

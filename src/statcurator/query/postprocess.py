@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .aggregates import Atom, Interval, iv_div, iv_mul
+from .aggregates import AggregateKind, Atom, Interval, iv_div, iv_mul
 from .expr import (
     Agg,
     And,
@@ -72,6 +72,8 @@ class NoisyAnswer:
         self.atom_index = {a.agg: a for a in atoms}
         self._halfwidth = halfwidth
         self._h: dict[tuple[int, float], Fraction] = {}
+        #: post-processing: counts (and their intervals) clamped at 0
+        self.nonnegative = False
 
     # -- one aggregate ----------------------------------------------------------------
     def h(self, measure: int, alpha: float) -> Fraction:
@@ -80,15 +82,23 @@ class NoisyAnswer:
             self._h[key] = self._halfwidth(measure, alpha)
         return self._h[key]
 
+    def _clamps(self, atom: Atom) -> bool:
+        return self.nonnegative and atom.kind in (AggregateKind.COUNT,
+                                                  AggregateKind.COUNT_DISTINCT)
+
     def atom_point(self, atom: Atom, g: int) -> Any:
-        return atom.point([self.values[i][g] for i in atom.measures])
+        v = atom.point([self.values[i][g] for i in atom.measures])
+        return max(v, 0) if self._clamps(atom) else v
 
     def atom_interval(self, atom: Atom, g: int, alpha: float) -> Interval | None:
         if not atom.has_interval:
             return None
         a = alpha / len(atom.measures)
-        return atom.interval([self.values[i][g] for i in atom.measures],
-                             [self.h(i, a) for i in atom.measures])
+        iv = atom.interval([self.values[i][g] for i in atom.measures],
+                           [self.h(i, a) for i in atom.measures])
+        if iv is not None and self._clamps(atom):
+            iv = (max(iv[0], Fraction(0)), max(iv[1], Fraction(0)))
+        return iv
 
     # -- expressions ------------------------------------------------------------------
     def point(self, e: Expr, g: int) -> Any:
@@ -159,6 +169,8 @@ class NoisyAnswer:
             return None
         if isinstance(e, Agg):
             return self.atom_interval(self.atom_index[e], g, alpha)
+        if any(self.atom_index[agg].fixed_interval for agg in aggs):
+            return None  # an interval released at α itself cannot be split α/k ways
         a = alpha / len(aggs)
         ivs = {agg: self.atom_interval(self.atom_index[agg], g, a) for agg in aggs}
         return self._iv(e, g, ivs)
@@ -215,7 +227,7 @@ class NoisyAnswer:
             return [[self.keys[g][i]] for g in groups]
         if isinstance(e, Agg):
             atom = self.atom_index[e]
-            if len(atom.measures) == 1 and atom.has_interval:  # counts and sums, fast
+            if len(atom.measures) == 1 and atom.has_interval and not self._clamps(atom):
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]

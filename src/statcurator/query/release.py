@@ -219,6 +219,8 @@ class Release:
                  "  ".join("-" * w for w in widths)]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
         lines += ["mechanisms:"] + ["  " + m for m in self.mechanism_lines()]
+        if self.provenance.get("post_processing"):
+            lines.append(f"post-processing: {self.provenance['post_processing']}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
