@@ -47,6 +47,9 @@ class AnonymizationResult:
     the prosecutor re-identification risk, ``verified`` the outcome of the independent
     re-check of every criterion. ``table`` is the release (pyarrow); ``lattice`` what the
     optimal search learned; ``minimal`` the minimal acceptable generalizations.
+    ``sensitive`` lists every sensitive attribute of the run, ``unprotected`` those that no
+    criterion protects (released as they are); ``automatic`` the hierarchies statcurator
+    built for quasi-identifiers that had none declared (column -> what was built).
     """
 
     algorithm: str
@@ -70,6 +73,7 @@ class AnonymizationResult:
     elapsed: float = 0.0
     class_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64),
                                     repr=False, compare=False)
+    automatic: dict[str, str] = field(default_factory=dict)
     _check: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # -- derived ----------------------------------------------------------------------------
@@ -77,6 +81,12 @@ class AnonymizationResult:
     def suppression_limit(self) -> int:
         """The largest number of records that could have been suppressed."""
         return int(self.suppression * self.records)
+
+    @property
+    def unprotected(self) -> tuple[str, ...]:
+        """Sensitive attributes that no criterion (l-diversity, t-closeness) protects."""
+        guarded = {c.sensitive_column for c in self.criteria}
+        return tuple(s for s in self.sensitive if s not in guarded)
 
     @property
     def minimal(self) -> list[dict[str, int]]:
@@ -93,10 +103,20 @@ class AnonymizationResult:
         return self.table.to_pandas()
 
     def to_polars(self) -> Any:
-        """The release as a Polars DataFrame."""
-        import polars as pl
-
+        """The release as a Polars DataFrame (needs the ``polars`` extra)."""
+        try:
+            import polars as pl
+        except ImportError:
+            raise DataError("to_polars() needs the polars package, which is not installed",
+                            remedy="pip install 'statcurator[polars]' (or use to_pandas() or "
+                                   "the Arrow table .table)") from None
         return pl.from_arrow(self.table)
+
+    @property
+    def verification_inputs(self) -> Mapping[str, Any]:
+        """What the independent verification reads besides the release: the hierarchies,
+        the original table (for δ-presence and t-closeness's distribution), the QIs."""
+        return self._check
 
     def verify(self) -> dict[str, bool]:
         """Re-run the independent verification on the released table."""
@@ -138,6 +158,8 @@ class AnonymizationResult:
             "criteria": [str(c) for c in self.criteria],
             "quasi_identifiers": list(self.qi),
             "sensitive": list(self.sensitive),
+            "unprotected_sensitive": list(self.unprotected),
+            "automatic_hierarchies": dict(self.automatic),
             "suppression": float(self.suppression),
             "suppression_limit": self.suppression_limit,
             "metric": self.metric,
@@ -160,9 +182,12 @@ class AnonymizationResult:
             ("algorithm", _ALGORITHMS.get(self.algorithm, self.algorithm)),
             ("criteria", "; ".join(str(c) for c in self.criteria)),
             ("records", f"{self.records:,}"),
+            ("quasi-identifiers", ", ".join(self.qi)),
+            ("sensitive", self._sensitive_text()),
             ("suppression limit", f"{format_number(self.suppression * 100)}% "
                                   f"({self.suppression_limit:,} records)"),
         ]
+        rows += [(f"hierarchy of {col}", text) for col, text in self.automatic.items()]
         if self.levels is not None:
             rows.append(("levels", ", ".join(f"{q}={lv}" for q, lv in self.levels.items())))
         rows += [
@@ -185,9 +210,18 @@ class AnonymizationResult:
                                     f"{c['tagged']:,} tagged, {c['pruned']:,} pruned"))
         return rows
 
+    def _sensitive_text(self) -> str:
+        if not self.sensitive:
+            return "none"
+        free = set(self.unprotected)
+        return ", ".join(f"{s} (no criterion protects it: released as is)" if s in free else s
+                         for s in self.sensitive)
+
     def __str__(self) -> str:
         width = max(len(k) for k, _ in self._lines())
-        head = f"Anonymization of {self.dataset} ({self.metric} metric)"
+        # Mondrian optimizes no metric: only the optimal search names the one it minimized
+        head = f"Anonymization of {self.dataset}" + \
+            (f" ({self.metric} metric)" if self.algorithm == "optimal" else "")
         return "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in self._lines()])
 
     def _repr_html_(self) -> str:

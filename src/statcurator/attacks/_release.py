@@ -120,7 +120,7 @@ def published(release: Any, *, qi: Sequence[str] | None = None, sensitive: str |
     if isinstance(release, Published):
         return release
     if isinstance(release, AnonymizationResult):
-        check = release._check
+        check = release.verification_inputs
         sens = sensitive or (release.sensitive[0] if release.sensitive else None)
         kept = check.get("kept")
         rows = np.arange(release.table.num_rows) if kept is None else np.asarray(kept)

@@ -155,7 +155,7 @@ def _sample_targets(result: Any, sample: int | None, seed: int) -> Any:
     """The records attacked in dataset mode: all, or a seeded random sample."""
     import numpy as np
 
-    original = result._check["original"]
+    original = result.verification_inputs["original"]
     if sample is None or sample >= original.num_rows:
         return None
     rows = np.sort(np.random.default_rng(seed).choice(original.num_rows, sample, replace=False))
