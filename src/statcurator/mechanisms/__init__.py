@@ -21,7 +21,9 @@ from .exponential import ExponentialMechanism, ReportNoisyMax, sample_exponentia
 from .gaussian import GaussianMechanism, VectorGaussianMechanism
 from .laplace import GeometricMechanism, LaplaceMechanism, VectorLaplaceMechanism
 from .partition import PartitionSelection
+from .quantile import JointQuantiles, QuantileMechanism
 from .randomized_response import RandomizedResponse
+from .smooth import SmoothSensitivityMechanism
 from .sparse_vector import AboveThreshold, SparseVector
 
 __all__ = [
@@ -38,6 +40,9 @@ __all__ = [
     "AboveThreshold",
     "RandomizedResponse",
     "PartitionSelection",
+    "QuantileMechanism",
+    "JointQuantiles",
+    "SmoothSensitivityMechanism",
     "epsilon_for_accuracy",
     "sample_exponential",
     "MECHANISMS",
