@@ -301,3 +301,19 @@ def test_median_interval_ends(side):
 # The ends' mutants (halved score sensitivity) are caught by the sensitivity property test
 # (tests/query/test_sensitivity_property.py): this neighbour pair does not realize the
 # exponential mechanism's worst case, so an empirical test of them would lack power.
+
+
+# a mean over a public, fixed number of rows (bounded neighbours): only the sum is noised
+FIXED = AGES.replace(neighbours="bounded", rows=6)
+D_CHANGED = D[:5] + [(6, 120, "F", "Y")]   # one row changed: 35 → 120
+
+
+def test_mean_over_a_fixed_public_size():
+    assert dp(D, D_CHANGED, "SELECT AVG(age) FROM t", 1, meta=FIXED).passed
+
+
+def test_mutant_fixed_size_mean_with_halved_sensitivity_is_caught(monkeypatch):
+    original = sensitivity.Neighbourhood.linear
+    monkeypatch.setattr(sensitivity.Neighbourhood, "linear",
+                        lambda self, lo, hi: original(self, lo, hi) / 2)
+    assert not dp(D, D_CHANGED, "SELECT AVG(age) FROM t", 1, meta=FIXED).passed

@@ -223,3 +223,15 @@ def test_nonnegative_counts_are_clamped_post_processing():
     rel = q.release(epsilon=Fraction(1, 100), analyst="eve", nonnegative=True)
     assert all(r["n"] >= 0 and r["n_low"] >= 0 for r in rel.rows())
     assert "clamped at 0" in str(rel) and rel.cost == PureDP(Fraction(1, 100))
+
+
+def test_a_mean_over_a_public_fixed_size_measures_only_the_sum():
+    fixed = META.replace(neighbours="bounded", rows=6)
+    b = bound("SELECT AVG(age) AS a FROM t", fixed, epsilon=1)
+    assert [m.label for m in b.measures] == ["a: centred sum"]
+    assert b.measures[0].sensitivity == 100  # a changed row moves the centred sum by ≤ U − L
+    # not when n is not fixed: a filter, a grouping, add/remove neighbours
+    for sql, meta in (("SELECT AVG(age) FROM t WHERE sex = 'F'", fixed),
+                      ("SELECT sex, AVG(age) FROM t GROUP BY sex", fixed),
+                      ("SELECT AVG(age) FROM t", META.replace(rows=6))):
+        assert len(bound(sql, meta, epsilon=1).measures) == 2

@@ -99,6 +99,9 @@ class CompileContext(Protocol):
 
     nb: Neighbourhood
     unit: PrivacyUnit
+    #: the number of rows when it is public and fixed (bounded neighbours, declared size,
+    #: an unfiltered, ungrouped scan), else None
+    fixed_rows: int | None
     unit_column: Col | None
     quantile_bins: int
     max_point_bins: int
@@ -257,9 +260,15 @@ class Sum(Atom):
 
 @dataclass(frozen=True)
 class Mean(Atom):
-    """``AVG(x)`` = midpoint + (noisy centred sum)/(noisy count), clamped to the bounds."""
+    """``AVG(x)`` = midpoint + (noisy centred sum)/(noisy count), clamped to the bounds.
+
+    When the number of rows is public and fixed — bounded neighbours, a declared table size,
+    no filter, join or grouping — the count is not measured: the whole share goes to the
+    centred sum, divided by the declared n (``fixed_rows``).
+    """
 
     quantized: Quantized | None = None
+    fixed_rows: int | None = None
 
     kind: ClassVar[AggregateKind] = AggregateKind.AVG
     functions: ClassVar[tuple[str, ...]] = ("avg",)
@@ -279,6 +288,15 @@ class Mean(Atom):
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        if ctx.fixed_rows:
+            assert agg.arg is not None
+            ctx.check_row_expr(agg.arg, agg.func.upper())
+            q = ctx.quantized(agg.arg, agg)
+            half = Fraction(q.uq - q.lq, 2) * q.scale
+            i = ctx.add(f"{name}: centred sum", MeasureRole.CENTRED_SUM,
+                        ctx.term(Term("centered", q)), ctx.nb.linear(-half, half),
+                        q.scale / 2, False, l2=ctx.nb.l2(-half, half))
+            return cls(agg, name, (i,), q, ctx.fixed_rows)
         q, idx = cls._parts(ctx, agg, name)
         return cls(agg, name, tuple(idx), q)
 
@@ -289,11 +307,17 @@ class Mean(Atom):
 
     def point(self, v: Sequence[Any]) -> Any:
         lo, hi = self._range()
+        if self.fixed_rows:
+            return _clamp((lo + hi) / 2 + _frac(v[0]) / self.fixed_rows, lo, hi)
         n = max(_frac(v[0]), Fraction(1))
         return _clamp((lo + hi) / 2 + _frac(v[1]) / n, lo, hi)
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
         lo, hi = self._range()
+        if self.fixed_rows:
+            c = (lo + hi) / 2 + _frac(v[0]) / self.fixed_rows
+            d = hs[0] / self.fixed_rows
+            return (_clamp(c - d, lo, hi), _clamp(c + d, lo, hi))
         x = [_frac(a) for a in v]
         n_iv = (x[0] - hs[0], x[0] + hs[0])
         if n_iv[0] <= 0:
@@ -308,6 +332,8 @@ class Mean(Atom):
             return None
         lo, hi = self._range()
         half = float((hi - lo) / 2)
+        if self.fixed_rows:
+            return min(hs[0] / self.fixed_rows, half)
         h_count, h_sum = hs[0], hs[1]
         return min((h_sum + half * h_count) / max(rows - h_count, 1.0), half)
 

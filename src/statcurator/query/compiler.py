@@ -174,6 +174,7 @@ class _Compiler:
         self.quantile_bins = options.quantile_bins
         self.max_point_bins = options.max_point_bins
         self.nb: Neighbourhood
+        self.fixed_rows: int | None = None
 
     # -- the CompileContext of the aggregates -------------------------------------------
     def term(self, t: Term) -> int:
@@ -261,6 +262,9 @@ class _Compiler:
                                                stability)
         relation, bounded = dataset_relation(self.private)
         self.nb = Neighbourhood(relation, r, g, grouped, bounded)
+        declared = self.private.meta.rows
+        self.fixed_rows = (declared if bounded and not grouped and declared
+                           and isinstance(plan.relation, Scan) and self.unit.is_row else None)
         for k in plan.group_by:
             self.check_row_expr(k.expr, "GROUP BY")
         key_sets = public_key_sets(self.analyzer, plan.group_by, self.options.max_public_keys)

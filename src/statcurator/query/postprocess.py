@@ -227,7 +227,8 @@ class NoisyAnswer:
             return [[self.keys[g][i]] for g in groups]
         if isinstance(e, Agg):
             atom = self.atom_index[e]
-            if len(atom.measures) == 1 and atom.has_interval and not self._clamps(atom):
+            if (atom.kind in (AggregateKind.COUNT, AggregateKind.COUNT_DISTINCT,
+                              AggregateKind.SUM) and not self._clamps(atom)):  # fast path
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]
