@@ -1,4 +1,9 @@
-"""Shared fixtures: paths to the shared data (read in place, never copied)."""
+"""Shared fixtures: the small reference tables the tests read, all inside the repository.
+
+``tests/data`` holds copies of the textbook tables, the t-closeness toy table and the Adult
+research sample (provenance and licences in ``tests/data/README.md``); the full Adult table
+and its ARX hierarchies are the bundled ``statcurator.datasets.adult()``.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +11,23 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-LOCAL = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``../shared/data`` next to the checkout (the project's reference data).
-
-    Missing shared data is an error, not a skip: the known-answer tests must not pass by
-    not running.
-    """
-    if not SHARED.exists():
-        pytest.fail(f"{SHARED} is missing; check out the project next to its shared/ folder")
-    return SHARED
+def data_dir() -> Path:
+    """``tests/data`` (read in place; tests write to ``tmp_path``, never here)."""
+    return DATA
 
 
 @pytest.fixture(scope="session")
-def textbook(shared_data: Path) -> Path:
-    return shared_data / "textbook"
+def textbook(data_dir: Path) -> Path:
+    return data_dir / "textbook"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run every test that uses a Spark session on one xdist worker (``--dist loadgroup``
+    in pyproject.toml): one local JVM for the whole run instead of one per worker."""
+    for item in items:
+        if "spark_session" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark"):
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -26,7 +26,7 @@ _EXPORTS: dict[str, str] = {
     # data and metadata
     "datasets": ".datasets",
     "Dataset": ".io.dataset",
-    "load_dataset": ".io.dataset",
+    "load_dataset": ".datasets",
     "load_metadata": ".io.metadata",
     "TableMeta": ".core.schema",
     "Column": ".core.schema",
@@ -43,8 +43,17 @@ _EXPORTS: dict[str, str] = {
     "TCloseness": ".anonymize.criteria",
     "DeltaPresence": ".anonymize.criteria",
     "Hierarchy": ".anonymize.hierarchy",
+    # the attack lab
+    "attacks": ".attacks",
+    "experiments": ".attacks.experiments",
+    "Risk": ".attacks.risk",
     # DP building blocks
     "mechanisms": ".mechanisms",
+    "estimators": ".estimators",
+    "synth": ".synth",
+    "DecisionTreeClassifier": ".estimators.learning",
+    "RandomForestClassifier": ".estimators.learning",
+    "KMeans": ".estimators.learning",
     "Ledger": ".accounting",
     # privacy losses
     "PureDP": ".core.measures",

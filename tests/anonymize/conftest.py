@@ -1,5 +1,5 @@
-"""Fixtures of the anonymization tests: the shared Adult and test2 tables with their
-ARX hierarchies (read in place from ../shared/data)."""
+"""Fixtures of the anonymization tests: the Adult table with its ARX hierarchies (the bundled
+copy, byte-identical to ARX's files) and the t-closeness toy table test2 (``tests/data``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pyarrow.csv as pacsv
 import pytest
 
 from statcurator.core.schema import Column, HierarchySpec, TableMeta
-from statcurator.datasets import metadata_path
+from statcurator.datasets import data_path, metadata_path
 from statcurator.io.dataset import Dataset
 from statcurator.io.metadata import parse_metadata
 
@@ -22,18 +22,19 @@ def read_semicolon(path: Path, **types: pa.DataType) -> pa.Table:
 
 
 @pytest.fixture(scope="session")
-def adult(shared_data: Path) -> Dataset:
-    """``../shared/data/adult`` with the bundled metadata's roles and the shared hierarchies."""
-    folder = shared_data / "adult"
-    meta = parse_metadata(metadata_path("adult").read_text(), base=folder)
-    table = read_semicolon(folder / "adult.csv", age=pa.int64())
-    return Dataset("adult", table, meta, folder / "adult.csv")
+def adult() -> Dataset:
+    """ARX's Adult table read as ARX reads it (only ``age`` typed), with the bundled
+    metadata's roles and hierarchies."""
+    path = data_path("adult")
+    meta = parse_metadata(metadata_path("adult").read_text(), base=path.parent)
+    table = read_semicolon(path, age=pa.int64())
+    return Dataset("adult", table, meta, path)
 
 
 @pytest.fixture(scope="session")
-def test2(shared_data: Path) -> Dataset:
+def test2(data_dir: Path) -> Dataset:
     """The nine-patient table of the t-closeness paper with ZIPCode and Age as QIs."""
-    folder = shared_data / "test2"
+    folder = data_dir / "test2"
 
     def spec(name: str) -> HierarchySpec:
         return HierarchySpec("file", path=str(folder / f"test2_hierarchy_{name}.csv"))

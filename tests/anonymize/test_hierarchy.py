@@ -6,13 +6,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from statcurator.anonymize import Hierarchy, KAnonymity, anonymize
+from statcurator.anonymize import Hierarchy, KAnonymity, LDiversity, anonymize
 from statcurator.core.errors import DataError, HierarchyError, MetadataError
 from statcurator.core.schema import Column, HierarchySpec, TableMeta
+from statcurator.datasets import data_path
 
 
-def test_file_hierarchy_of_adult_age(shared_data):
-    h = Hierarchy.from_csv("age", shared_data / "adult" / "adult_hierarchy_age.csv")
+def test_file_hierarchy_of_adult_age():
+    h = Hierarchy.from_csv("age", data_path("adult").parent / "adult_hierarchy_age.csv")
     assert len(h) == 100 and h.levels == 5
     assert h.generalize("39", 1) == "35-39" and h.generalize("40", 2) == "30-39"  # ARX's labels
     assert h.generalize("39", 4) == "*"
@@ -106,3 +107,61 @@ def test_values_are_matched_on_their_text_form():
     floats = pa.table({"age": pa.array([39.0, 40.0])})
     assert column_codes(floats, "age", h.index).tolist() == [0, 1]
     assert np.array_equal(h.index(["40"]), [1])
+
+
+# -- automatic hierarchies (a QI named in qi= without a declared one) -----------------------
+
+def test_automatic_hierarchies():
+    ages = Hierarchy.automatic("age", [str(a) for a in range(17, 91)], numeric=True)
+    assert ages.source == "automatic: intervals of width 5, 10, 20, 40, then *"
+    assert [ages.generalize("39", lv) for lv in range(ages.levels)] == \
+        ["39", "[35, 40)", "[30, 40)", "[20, 40)", "[0, 40)", "*"]
+    reals = Hierarchy.automatic("x", ["0.1", "0.25", "3.7"], numeric=True)
+    assert reals.source == "automatic: intervals of width 0.5, 1, 2, then *"
+    for values, numeric in ((["M", "F"], False), (["1", "2"], True), (["7"], True),
+                            (["3", "x"], True), (["1", None], True)):
+        h = Hierarchy.automatic("c", values, numeric=numeric)
+        assert h.source == "automatic: suppression only (the value, then *)" and h.levels == 2
+
+
+def test_named_qis_get_automatic_hierarchies_and_declared_ones_do_not():
+    table = pa.table({"age": [21, 22, 35, 34, 48, 49], "sex": ["F", "F", "M", "M", "F", "F"]})
+    meta = TableMeta("t", (Column("age", type="integer"), Column("sex")))  # nothing is a QI
+    res = anonymize(table, KAnonymity(2), meta=meta, qi=["age", "sex"])
+    assert res.automatic == {"age": "automatic: intervals of width 2, 4, 8, 16, then *",
+                             "sex": "automatic: suppression only (the value, then *)"}
+    assert res.levels == {"age": 2, "sex": 0} and res.verified["2-anonymity"]
+    assert "automatic: intervals" in str(res) and res.to_dict()["automatic_hierarchies"]
+    declared = TableMeta("t", (Column("age", type="integer", role="qi"), Column("sex")))
+    with pytest.raises(MetadataError, match="has no generalization hierarchy") as info:
+        anonymize(table, KAnonymity(2), meta=declared)
+    assert "qi=" in info.value.remedy
+    ident = TableMeta("t", (Column("age", type="integer", role="identifier"), Column("sex")))
+    with pytest.raises(MetadataError, match="not a declared quasi-identifier"):
+        anonymize(table, KAnonymity(2), meta=ident, qi=["age"])
+
+
+def test_a_sensitive_value_missing_from_its_hierarchy_is_refused():
+    tree = HierarchySpec("tree", tree={"respiratory": ["flu", "cold"]})
+    meta = TableMeta("t", (Column("zip", role="qi", hierarchy=HierarchySpec("masking", length=3)),
+                           Column("disease", role="sensitive", hierarchy=tree)))
+    table = pa.table({"zip": ["121", "122", "131", "132"],
+                      "disease": ["flu", "cold", "flu", "measles"]})
+    with pytest.raises(DataError) as info:
+        anonymize(table, KAnonymity(2), LDiversity("disease", 2), meta=meta)
+    assert "column 'disease' has the value 'measles'" in info.value.problem
+    assert "add a row for 'measles'" in info.value.remedy
+    ok = table.set_column(1, "disease", pa.array(["flu", "cold", "flu", "cold"]))
+    assert anonymize(ok, KAnonymity(2), LDiversity("disease", 2), meta=meta).verified
+
+
+def test_unprotected_sensitive_attributes_are_reported():
+    from statcurator import datasets
+
+    res = anonymize(datasets.adult(), KAnonymity(5), qi=["sex", "race"],
+                    sensitive=["occupation"])
+    assert res.sensitive == ("occupation",) and res.unprotected == ("occupation",)
+    assert "occupation (no criterion protects it: released as is)" in str(res)
+    guarded = anonymize(datasets.adult(), KAnonymity(5), LDiversity("occupation", 2),
+                        qi=["sex", "race"])
+    assert guarded.sensitive == ("occupation",) and guarded.unprotected == ()

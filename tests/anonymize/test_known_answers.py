@@ -1,5 +1,5 @@
-"""The known answers of issue 2 on ../shared/data/adult (ARX's Flash optimum), and the
-t-closeness examples of the literature on ../shared/data/test2."""
+"""The known answers of issue 2 on ARX's Adult table (ARX's Flash optimum), and the
+t-closeness examples of the literature on ARX's test2 table (tests/data/test2)."""
 
 from __future__ import annotations
 

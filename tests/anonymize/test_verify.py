@@ -100,10 +100,10 @@ def test_the_top_node_is_a_class_not_a_suppression():
     assert res.table.column("zip").to_pylist() == ["*"] * 3 and res.verified["3-anonymity"]
 
 
-def test_delta_presence(adult, shared_data):
+def test_delta_presence(adult, data_dir):
     from .conftest import read_semicolon
 
-    sample = read_semicolon(shared_data / "adult" / "adult_subset.csv", age=pa.int64())
+    sample = read_semicolon(data_dir / "adult" / "adult_subset.csv", age=pa.int64())
     qi = ["sex", "age", "race", "marital-status", "education"]
     dp = DeltaPresence(Fraction(0), Fraction(1, 2), population=adult)
     res = anonymize(sample, KAnonymity(2), dp, meta=adult.meta, qi=qi,

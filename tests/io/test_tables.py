@@ -77,20 +77,35 @@ def test_bad_inputs_name_the_remedy(tmp_path: Path) -> None:
         write_table(TABLE, tmp_path / "out.weird")
 
 
-def test_bundled_adult_matches_shared_copy(shared_data: Path) -> None:
+# sha256 of ARX's data/adult/adult.csv (snapshot aacd487fb77b, 2025-09-12), of which the
+# bundled file is a byte-for-byte copy (see src/statcurator/datasets/adult/README.md)
+ADULT_SHA256 = "c700df9304fbf3c4d4db5938bffc510561bd4a2dfad285a3feef9a20619391c5"
+
+
+def test_bundled_adult_is_arx_s_file() -> None:
+    import hashlib
+
     adult = datasets.adult()
     assert adult.num_rows == 30162
     assert adult.table.column_names == list(adult.meta.names)
     assert adult.table.schema.field("age").type == pa.int64()
-    shared = read_table(shared_data / "adult" / "adult.csv", meta=adult.meta)
-    assert shared.equals(adult.table)
-    assert datasets.data_path("adult").read_bytes() == (shared_data / "adult" / "adult.csv").read_bytes()
+    assert hashlib.sha256(datasets.data_path("adult").read_bytes()).hexdigest() == ADULT_SHA256
     with pytest.raises(MetadataError, match="no bundled dataset"):
         datasets.load("census")
 
 
+def test_bundled_diabetes_tables_are_neighbours() -> None:
+    d, n = datasets.load("diabetes"), datasets.load("diabetes_neighbour")
+    assert d.meta == n.meta and d.meta.neighbours.value == "bounded"
+    changed = [(a, b) for a, b in zip(d.table.to_pylist(), n.table.to_pylist(), strict=True)
+               if a != b]
+    assert [a["Name"] for a, _ in changed] == ["Chris"]
+
+
 def test_load_dataset_variants(tmp_path: Path) -> None:
-    assert load_dataset("adult").num_rows == 30162
+    assert datasets.load_dataset("adult").num_rows == 30162
+    with pytest.raises(DataError, match="does not exist"):  # io knows no bundled names
+        load_dataset("adult")
     # a sibling TOML is picked up; undeclared columns become insensitive
     (tmp_path / "t.csv").write_text("age;zip;note\n30;02139;x\n")
     (tmp_path / "t.toml").write_text('[table]\nname="t"\nseparator=";"\nsource="t.csv"\n'
@@ -106,5 +121,57 @@ def test_load_dataset_variants(tmp_path: Path) -> None:
     # no metadata: nothing is declared public
     bare = load_dataset(TABLE)
     assert bare.meta.quasi_identifiers == () and all(c.bounds is None for c in bare.meta.columns)
-    # data=None reads the metadata's source
+    # data=None reads the metadata's source, and so does a metadata file given as the data
     assert load_dataset(None, tmp_path / "t.toml").num_rows == 1
+    ds = load_dataset(tmp_path / "t.toml")
+    assert ds.num_rows == 1 and ds.meta.quasi_identifiers == ("age",)
+    # the bundled table under other metadata
+    other = datasets.load_dataset("adult", parse_metadata('[columns.age]\ntype="integer"\n'
+                                                          'role="qi"\n'))
+    assert other.meta.quasi_identifiers == ("age",) and other.num_rows == 30162
+
+
+def test_csv_is_written_with_minimal_quoting(tmp_path: Path) -> None:
+    table = pa.table({"s": ["a,b", 'q"x', "two\nlines", "", None, " pad ", "é"],
+                      "n": [1, -2, None, 4, 5, 6, 7], "x": [0.1, 1e-05, None, 2.5, 3.0, -1.0, 1e20],
+                      "b": [True, False, None, True, True, False, True]})
+    path = write_table(table, tmp_path / "t.csv")
+    assert path.read_text(encoding="utf-8") == (
+        's,n,x,b\n"a,b",1,0.1,true\n"q""x",-2,1e-05,false\n"two\nlines",,,\n'
+        '"",4,2.5,true\n,5,3.0,true\n pad ,6,-1.0,false\né,7,1e+20,true\n')
+    back = read_table(path, meta=parse_metadata(
+        '[columns.s]\nnullable=true\n[columns.n]\ntype="integer"\n[columns.x]\ntype="real"\n'
+        '[columns.b]\ntype="boolean"\n'))
+    assert back.column("s").to_pylist()[:4] == ["a,b", 'q"x', "two\nlines", ""]
+    assert back.column("b").to_pylist() == table.column("b").to_pylist()
+    semi = write_table(table.slice(0, 1), tmp_path / "t.tsv", separator=";")
+    assert semi.read_text().splitlines() == ["s;n;x;b", "a,b;1;0.1;true"]
+    with pytest.raises(DataError, match="one character"):
+        write_table(table, tmp_path / "u.csv", separator=";;")
+
+
+def test_the_bundled_adult_csv_is_rewritten_byte_for_byte(tmp_path: Path) -> None:
+    adult = datasets.adult()
+    out = write_table(adult.table, tmp_path / "adult.csv", separator=";")
+    # ARX's file has CRLF line ends; the rows and fields are the same bytes
+    assert out.read_bytes() == datasets.data_path("adult").read_bytes().replace(b"\r\n", b"\n")
+
+
+def test_a_directory_is_not_data(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="is a directory"):
+        read_table(tmp_path)
+
+
+def test_polars_is_an_optional_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "polars", None)  # as if it were not installed
+    with pytest.raises(DataError, match=r"pip install 'statcurator\[polars\]'"):
+        to_format(TABLE, "polars")
+    with pytest.raises(DataError, match=r"pip install 'statcurator\[polars\]'"):
+        datasets.adult().to_polars()
+    from statcurator.anonymize import KAnonymity, anonymize
+
+    res = anonymize(datasets.load("diabetes_neighbour"), KAnonymity(2), qi=["Gender"])
+    with pytest.raises(DataError, match=r"pip install 'statcurator\[polars\]'"):
+        res.to_polars()

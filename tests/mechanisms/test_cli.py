@@ -81,6 +81,9 @@ def test_plots_the_noise(tmp_path: Path) -> None:
     (["gaussian"], "needs --rho"),
     (["partition-selection", "--epsilon", "1"], "needs --delta"),
     (["cauchy", "--epsilon", "1"], "unknown mechanism"),
+    (["laplace", "--epsilon", "1", "--plot", "noise.gif"], "end the file name in one of .png"),
+    (["laplace", "--epsilon", "1", "--plot", "/proc/noise.png"], "cannot write --plot"),
+    (["sparse-vector", "--epsilon", "1", "--threshold", "ten"], "threshold is not a number"),
 ])
 def test_errors_are_one_line_with_a_remedy(args: list[str], message: str) -> None:
     result = runner.invoke(app, ["mechanisms", *args])

@@ -49,10 +49,15 @@ def _progress(enabled: bool, label: str) -> Iterator[Callable[[float], None] | N
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    # on stderr, so that machine-readable output on stdout (--json) stays clean
+    # on stderr, so that machine-readable output on stdout (--json) stays clean; and only on
+    # a terminal (in a pipe or a log a transient bar leaves nothing but blank lines)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield None
+        return
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+                  console=console, transient=True) as bar:
         task = bar.add_task(label, total=1.0)
 
         def update(fraction: float) -> None:
@@ -146,11 +151,12 @@ def anonymize(data: Any, *criteria: Criterion | Sequence[Criterion], suppression
         suppression=problem.suppression,
         records=problem.encoded.n,
         qi=problem.qi,
-        sensitive=problem.sensitive,
+        sensitive=problem.meta.sensitive,  # protected by a criterion or not: all are reported
         suppressed_rows=suppressed,
         dataset=str(getattr(data, "name", None) or problem.meta.name),
         elapsed=time.perf_counter() - started,
         class_sizes=sizes,
+        automatic=dict(problem.automatic),
         _check=check,
     )
 

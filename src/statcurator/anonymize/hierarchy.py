@@ -399,6 +399,39 @@ class Hierarchy:
         return cls.from_rows(column, rows, "inline tree")
 
     @classmethod
+    def automatic(cls, column: str, values: Iterable[Any], numeric: bool) -> Hierarchy:
+        """A hierarchy for a quasi-identifier that has none declared, built for ``values``.
+
+        Numbers get aligned intervals of doubling width, starting at about a sixteenth of
+        their range (rounded up to 1, 2 or 5 times a power of ten; at least 2 for integers);
+        anything else, or numbers too few to group, gets suppression only (the value, then
+        ``*``). ``source`` says which.
+
+        >>> Hierarchy.automatic("age", range(17, 91), numeric=True).source
+        'automatic: intervals of width 5, 10, 20, 40, then *'
+        >>> h = Hierarchy.automatic("sex", ["M", "F"], numeric=False)
+        >>> h.rows, h.source
+        ((('F', '*'), ('M', '*')), 'automatic: suppression only (the value, then *)')
+        """
+        texts = sorted({"" if v is None else str(v) for v in values}, key=_sort_key)
+        numbers = [_sort_key(t)[1] for t in texts if _sort_key(t)[0] == 0] if numeric else []
+        widths: list[Fraction] = []
+        if numeric and numbers and len(numbers) == len(texts):
+            span = max(numbers) - min(numbers)
+            width = _nice_ceiling(span / 16) if span > 0 else Fraction(0)
+            if all(x.denominator == 1 for x in numbers):
+                width = max(width, Fraction(2))
+            while 0 < width < span:
+                widths.append(width)
+                width *= 2
+        if widths:
+            h = cls.from_intervals(column, texts, widths)
+            return cls.from_rows(column, h.rows, "automatic: intervals of width "
+                                 + ", ".join(format_number(w) for w in widths) + ", then *")
+        return cls.from_rows(column, [[t, "*"] for t in texts],
+                             "automatic: suppression only (the value, then *)")
+
+    @classmethod
     def from_spec(cls, spec: HierarchySpec, column: str,
                   values: Iterable[Any] | None = None) -> Hierarchy:
         """Build a hierarchy from metadata; ``values`` (the data's values) are needed by
@@ -436,6 +469,12 @@ def _number(value: Any, column: str, what: str) -> Fraction:
     except (TypeError, ValueError, ZeroDivisionError):
         raise HierarchyError(f"column {column!r}: {what} {value!r} is not a number",
                              remedy="use numbers such as 5 or 2.5") from None
+
+
+def _nice_ceiling(x: Fraction) -> Fraction:
+    """The smallest of 1, 2 or 5 times a power of ten that is >= ``x`` (> 0)."""
+    power = Fraction(10) ** math.floor(math.log10(x))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= x)
 
 
 def _sort_key(text: str) -> tuple[int, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,8 @@ class Problem:
     encoded: Encoded
     evaluator: NodeEvaluator
     population: pa.Table | None = None
+    #: quasi-identifiers without a declared hierarchy -> what was used instead
+    automatic: dict[str, str] = field(default_factory=dict)
 
     @property
     def qi(self) -> tuple[str, ...]:
@@ -97,7 +99,7 @@ def effective_meta(meta: TableMeta, criteria: Sequence[Criterion], *,
     """The metadata of this run: ``sensitive`` columns stop being QIs, ``qi`` restricts the QIs,
     and a column a criterion protects becomes sensitive (it may not be an explicit QI)."""
     if isinstance(qi, str):
-        qi = [q.strip() for q in qi.split(",") if q.strip()]
+        qi = _names(qi)
     if isinstance(sensitive, str):
         sensitive = [sensitive]
     explicit_qi = set(qi) if qi is not None else set()
@@ -131,6 +133,10 @@ def effective_meta(meta: TableMeta, criteria: Sequence[Criterion], *,
             raise InvalidParameterError(
                 f"the column(s) {bad} cannot be quasi-identifiers and sensitive in the same run",
                 remedy="drop them from the QI list or from the sensitive columns")
+        # naming a column as a QI of the run makes it one (e.g. data without metadata);
+        # identifiers stay refused: they are removed from every release
+        meta = meta.with_roles({q: Role.QUASI_IDENTIFIER for q in qi
+                                if meta[q].role == Role.INSENSITIVE})
         meta = meta.restrict_quasi_identifiers(qi)
     promote = {}
     for c in criteria:
@@ -196,21 +202,36 @@ def prepare(data: Any, meta: TableMeta | None, criteria: Sequence[Criterion], *,
                                             remedy="pass DeltaPresence(dmin, dmax, population)")
             population = as_table(c.population)
     hierarchies = []
+    automatic: dict[str, str] = {}
+    named = set(_names(qi))
     for col in qis:
         spec = meta[col].hierarchy
         if spec is None:
+            numeric = meta[col].type in (ColumnType.INTEGER, ColumnType.REAL)
             if not need_hierarchies:
                 # Mondrian needs no hierarchy: ranges for numbers, one part per value otherwise
                 present = {v for v in text_values(table.column(col)) if v is not None}
-                numeric = meta[col].type in (ColumnType.INTEGER, ColumnType.REAL)
                 values = sorted(present, key=Fraction) if numeric else sorted(present)
                 hierarchies.append(Hierarchy.from_rows(col, [[v, "*"] for v in values],
                                                        "values of the data"))
+                automatic[col] = ("none declared: the ranges of Mondrian's partitions" if numeric
+                                  else "none declared: the value, or * for a mixed partition")
+                continue
+            if col in named:
+                # a QI named for this run without a declared hierarchy: intervals for
+                # numbers, suppression only otherwise (the result and its report say so)
+                present = set(text_values(table.column(col)))
+                if population is not None and col in population.column_names:
+                    present |= set(text_values(population.column(col)))
+                h = Hierarchy.automatic(col, present, numeric)
+                hierarchies.append(h)
+                automatic[col] = h.source
                 continue
             raise MetadataError(
                 f"the quasi-identifier {col!r} has no generalization hierarchy",
                 remedy=f"declare one in [columns.{col}], e.g. hierarchy = \"{col}.csv\" or "
-                       f"hierarchy = {{ intervals = [5, 10, 20] }}, or use algorithm='mondrian'")
+                       f"hierarchy = {{ intervals = [5, 10, 20] }}; or name it in qi=[...] for "
+                       f"an automatic one; or use algorithm='mondrian'")
         needs_values = spec is not None and spec.kind in ("intervals", "masking")
         values = None
         if needs_values:
@@ -227,6 +248,7 @@ def prepare(data: Any, meta: TableMeta | None, criteria: Sequence[Criterion], *,
         h = None
         if spec is not None:
             h = Hierarchy.from_spec(spec, col, set(values) - {None})
+            h.index(set(values))  # a value its hierarchy lacks is refused, as for QIs
         domains[col] = SensitiveDomain.from_values(col, values, h, meta[col].categories and
                                                    [str(x) for x in meta[col].categories])
     for c in criteria:
@@ -234,4 +256,11 @@ def prepare(data: Any, meta: TableMeta | None, criteria: Sequence[Criterion], *,
     obj = objective(metric)
     enc = encode(table, qis, hierarchies, domains, population)
     evaluator = NodeEvaluator(enc, criteria, limit, obj)
-    return Problem(table, meta, criteria, frac, limit, obj.name, obj, enc, evaluator, population)
+    return Problem(table, meta, criteria, frac, limit, obj.name, obj, enc, evaluator, population,
+                   automatic)
+
+
+def _names(qi: Sequence[str] | str | None) -> list[str]:
+    if qi is None:
+        return []
+    return [q.strip() for q in qi.split(",") if q.strip()] if isinstance(qi, str) else list(qi)

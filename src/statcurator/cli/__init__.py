@@ -1,8 +1,9 @@
 """The ``statcurator`` command line: a thin layer over the Python API.
 
 Every command module in this package (a file not starting with ``_``) defines
-``register(app)``; they are discovered here so that each command lives in its own file.
-Heavy libraries are imported inside the commands, so ``statcurator --help`` stays fast.
+``register(app)``; they are discovered here so that each command lives in its own file, and
+``--help`` lists exactly the commands that exist. Heavy libraries are imported inside the
+commands, so ``statcurator --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import typer
 
 app = typer.Typer(
     name="statcurator",
-    help="A privacy-preserving statistical database: anonymize, attack, and answer queries "
-         "with differential privacy.",
+    help="statcurator, a privacy-preserving statistical database: one command per job of the "
+         "curator (listed below). Every command has --help and --json.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -23,16 +24,21 @@ app = typer.Typer(
 
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"statcurator {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
 ) -> None:
-    """statcurator: a privacy-preserving statistical database."""
-    if version:
-        from importlib.metadata import version as _v
-
-        typer.echo(_v("statcurator"))
-        raise typer.Exit()
+    """statcurator, a privacy-preserving statistical database: one command per job of the
+    curator (listed below). Every command has --help and --json."""
 
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

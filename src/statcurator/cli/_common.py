@@ -1,29 +1,123 @@
-"""Helpers shared by the CLI commands: console, JSON output, error handling, exact numbers."""
+"""Helpers shared by the CLI commands: printing, JSON output, error handling, exact numbers.
+
+Printing. Every text a command prints goes through :func:`emit` (lines) or
+:func:`print_table` (tables). On a terminal they use rich, with every dynamic text escaped
+(:func:`escape`), tables never cutting a cell; when stdout is not a terminal (a pipe, a file,
+a test) they print plain, unwrapped lines with no markup and no box drawing.
+
+Errors. :func:`handle_errors` turns statcurator's errors into one line (or one JSON object)
+and exit code 2. Remedies are written for Python callers (``pass delta=1e-6``); under the CLI
+they are rewritten with the command's own flags (``pass --delta 1e-6``): each keyword that
+names one of the command's options becomes that option (:func:`cli_remedy`).
+"""
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import os
+import re
 import sys
-from collections.abc import Callable
+import tempfile
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 
-from ..core.errors import StatcuratorError
+from ..core.errors import DataError, InvalidParameterError, StatcuratorError
 from ..core.numbers import exact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+__all__ = ["console", "escape", "is_terminal", "emit", "print_table", "to_jsonable",
+           "print_json", "exact_option", "fraction_option", "output_path", "TABLE_SUFFIXES",
+           "writing",
+           "cli_remedy", "handle_errors", "JSON_OPTION"]
 
+
+# -- printing -------------------------------------------------------------------------------
 def console(stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr) that soft-wraps instead of inserting newlines."""
     from rich.console import Console
 
-    return Console(stderr=stderr)
+    return Console(stderr=stderr, soft_wrap=True, highlight=False)
 
 
+def escape(text: Any) -> str:
+    """``text`` with rich markup escaped, so that ``[spark]`` prints as ``[spark]``.
+
+    >>> escape("pip install 'statcurator[spark]'")
+    "pip install 'statcurator\\\\[spark]'"
+    """
+    from rich.markup import escape as _escape
+
+    return _escape(str(text))
+
+
+def is_terminal(stderr: bool = False) -> bool:
+    """Is stdout (stderr) a terminal? (rich's test, so ``TTY_COMPATIBLE=1`` forces it.)"""
+    return bool(console(stderr).is_terminal)
+
+
+def emit(*parts: str | tuple[str, str], stderr: bool = False) -> None:
+    """Print one line made of ``parts``: plain strings, or ``(text, style)`` pairs.
+
+    No part is read as markup. On a terminal the styles apply; elsewhere the line is written
+    as plain text, unwrapped.
+    """
+    texts = [p if isinstance(p, str) else p[0] for p in parts]
+    if not is_terminal(stderr):
+        (sys.stderr if stderr else sys.stdout).write("".join(texts) + "\n")
+        return
+    from rich.text import Text
+
+    console(stderr).print(Text.assemble(*((p, "") if isinstance(p, str) else p for p in parts)))
+
+
+def print_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                title: str | None = None, show_header: bool = True,
+                stderr: bool = False) -> None:
+    """Print a table whose cells are never cut.
+
+    On a terminal: a rich table (escaped text), widened past the terminal rather than
+    truncating a cell. Elsewhere: the title, then one line per row, columns padded with
+    spaces to a common width.
+    """
+    cells = [[str(c) for c in row] for row in rows]
+    if not is_terminal(stderr):
+        lines = ([list(columns)] if show_header else []) + cells
+        widths = [max((len(r[i]) for r in lines if i < len(r)), default=0)
+                  for i in range(len(columns))]
+        out = sys.stderr if stderr else sys.stdout
+        if title:
+            out.write(title + "\n")
+        for r in lines:
+            out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip()
+                      + "\n")
+        return
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(*(escape(c) for c in columns), title=escape(title) if title else None,
+                  show_header=show_header)
+    for col in table.columns:
+        col.no_wrap = True
+    for r in cells:
+        table.add_row(*(Text(c) for c in r))
+    con = console(stderr)
+    need = Measurement.get(con, con.options.update_width(1 << 16), table).maximum
+    if need > con.width:  # wider than the terminal: let the terminal wrap, cut nothing
+        con = Console(stderr=stderr, width=need, highlight=False)
+    con.print(table)
+
+
+# -- JSON -----------------------------------------------------------------------------------
 def to_jsonable(value: Any) -> Any:
     """Make a value JSON-serializable: Fractions become floats (and keep an exact string)."""
     if isinstance(value, Fraction):
@@ -45,6 +139,7 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
 
 
+# -- arguments ------------------------------------------------------------------------------
 def exact_option(text: str | None, name: str, **kw: Any) -> Fraction | None:
     """Parse a numeric CLI option exactly ("0.1" is 1/10, "1/3" is one third)."""
     if text is None:
@@ -52,22 +147,168 @@ def exact_option(text: str | None, name: str, **kw: Any) -> Fraction | None:
     return exact(text, name, strings=True, **kw)
 
 
-def handle_errors(fn: F) -> F:
-    """Turn statcurator's errors into a one-line message and exit code 2 (no traceback)."""
+def fraction_option(text: str, flag: str, example: str) -> Fraction:
+    """A fraction in [0, 1] given as ``0.02``, ``1/50`` or ``2%``.
+
+    >>> fraction_option("2%", "--suppression", "0.02"), fraction_option("0.02", "--suppression", "0.02")
+    (Fraction(1, 50), Fraction(1, 50))
+    """
+    raw = text.strip()
+    scale = Fraction(1, 100) if raw.endswith("%") else Fraction(1)
+    try:
+        value = exact(raw.removesuffix("%"), flag, strings=True, allow_zero=True) * scale
+    except InvalidParameterError:
+        value = None
+    if value is None or value > 1:
+        raise InvalidParameterError(f"{flag} must be a fraction between 0 and 1, got {text!r}",
+                                    remedy=f"pass e.g. {flag} {example} (or "
+                                           f"{format(float(Fraction(example) * 100), 'g')}%)")
+    return value
+
+
+#: file name endings of the tables a command can write (io.write_table, plus Arrow/Feather)
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".psv", ".dat", ".parquet", ".pq", ".duckdb", ".ddb",
+                  ".db", ".arrow", ".feather")
+
+
+def output_path(path: Path | None, flag: str, suffixes: Sequence[str]) -> Path | None:
+    """Check an output path before any work: a known suffix, not a directory, and a folder
+    that exists (or can be created) and is writable."""
+    if path is None:
+        return None
+    if path.is_dir():
+        raise DataError(f"{flag} {str(path)!r} is a directory",
+                        remedy=f"give a file name, e.g. {flag} {path / ('out' + suffixes[0])}")
+    if path.suffix.lower() not in suffixes:
+        raise InvalidParameterError(
+            f"{flag} {str(path)!r}: cannot tell the output format from "
+            f"{path.suffix or 'a name without extension'!r}",
+            remedy=f"end the file name in one of {', '.join(suffixes)}")
+    folder = path.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the folders that are missing are created when writing
+    problem = None
+    if not folder.is_dir():
+        problem = f"{str(folder)!r} is not a folder"
+    elif path.exists() and not os.access(path, os.W_OK):
+        problem = "the file is read-only"
+    else:
+        try:  # what the OS says, not what permission bits suggest (root, read-only mounts)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as e:
+            problem = f"cannot create files in {str(folder)!r} ({e.strerror or e})"
+    if problem:
+        raise DataError(f"cannot write {flag} {str(path)!r}: {problem}",
+                        remedy=f"choose another path for {flag}")
+    return path
+
+
+def writing(path: Path, flag: str, write: Callable[[], Any]) -> Any:
+    """Run ``write()``; an OS error becomes a :class:`DataError` naming ``flag``."""
+    try:
+        return write()
+    except OSError as e:
+        raise DataError(f"cannot write {flag} {str(path)!r}: {e.strerror or e}",
+                        remedy=f"choose another path for {flag}") from None
+
+
+# -- errors ---------------------------------------------------------------------------------
+_VALUE = r"""'[^']*'|"[^"]*"|\[[^\]]*\]|\.\.\.|[^\s,;()\[\]]*"""
+_PYTHON_ONLY = re.compile(r"\s*\(Python:(?:[^()]|\([^()]*\))*\)")
+_CLI_FORM = re.compile(rf"\b[a-z_]+=(?:{_VALUE})\s*\(CLI:\s*((?:[^()]|\([^()]*\))*)\)")
+
+
+def cli_remedy(text: str, flags: Mapping[str, str]) -> str:
+    """Rewrite a remedy written for Python callers in a command's terms.
+
+    ``flags`` maps keyword names to the command's options. ``name=value`` becomes
+    ``--flag value`` (a list ``[a, b]`` becomes ``a,b``); a ``(Python: ...)`` aside is dropped;
+    ``name=value (CLI: X)`` becomes ``X``.
+
+    >>> f = {"delta": "--delta", "algorithm": "--algorithm", "qi": "--qi"}
+    >>> cli_remedy("pass delta=1e-6 (or the δ of your budget)", f)
+    'pass --delta 1e-6 (or the δ of your budget)'
+    >>> cli_remedy("use algorithm='optimal' or algorithm='mondrian'", f)
+    'use --algorithm optimal or --algorithm mondrian'
+    >>> cli_remedy("pass qi=['age', 'sex']; or qi=[...] (CLI: --qi a,b)", f)
+    'pass --qi age,sex; or --qi a,b'
+    >>> cli_remedy("run `x --epsilon E` (Python: c.set(epsilon=E))", f)
+    'run `x --epsilon E`'
+    """
+    text = _PYTHON_ONLY.sub("", text)
+    text = _CLI_FORM.sub(lambda m: m.group(1).strip(), text)
+    if not flags:
+        return text
+    names = "|".join(re.escape(n) for n in sorted(flags, key=len, reverse=True))
+
+    def flag(m: re.Match[str]) -> str:
+        value = m.group(2)
+        if value[:1] in "'\"":
+            value = value[1:-1]
+        elif value.startswith("["):
+            value = ",".join(v.strip().strip("'\"") for v in value[1:-1].split(","))
+        return f"{flags[m.group(1)]} {value}".rstrip()
+
+    return re.sub(rf"(?<![\w.-])({names})=({_VALUE})", flag, text)
+
+
+def _command_flags(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter name -> long option of a Typer command (from its signature, as Typer reads
+    it: an ``Option`` with its declared names, or any other parameter with a default)."""
+    from typer.models import ArgumentInfo, OptionInfo
+
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # an unresolvable annotation: fall back to the defaults only
+        hints = {}
+    out = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        infos = [param.default, *getattr(hints.get(name), "__metadata__", ())]
+        if any(isinstance(i, ArgumentInfo) for i in infos):
+            continue
+        decls: list[str] = []
+        for info in infos:
+            if isinstance(info, OptionInfo):
+                decls += [info.default] if isinstance(info.default, str) else []
+                decls += list(info.param_decls or ())
+        longs = [d for d in decls if isinstance(d, str) and d.startswith("--")]
+        if longs:
+            out[name] = longs[0]
+        elif param.default is not inspect.Parameter.empty or decls:
+            out[name] = "--" + name.replace("_", "-")
+    return out
+
+
+def handle_errors(fn: F | None = None, *, aliases: Mapping[str, str] | None = None) -> Any:
+    """Turn statcurator's errors into a one-line message and exit code 2 (no traceback).
+
+    Used as ``@handle_errors`` or ``@handle_errors(aliases={"meta": "--metadata"})``. Remedies
+    are rewritten with :func:`cli_remedy` through the command's own options (a keyword that
+    is the name of one of its parameters becomes that parameter's flag) and ``aliases`` (library
+    keywords the command calls differently).
+    """
+    if fn is None:
+        return functools.partial(handle_errors, aliases=aliases)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except StatcuratorError as e:
+            flags = {**_command_flags(fn), **(aliases or {})}
+            remedy = cli_remedy(e.remedy, flags) if e.remedy else None
+            problem = cli_remedy(e.problem, flags)
             if kwargs.get("json_output"):
-                print_json({"error": type(e).__name__, "message": str(e),
-                            "problem": e.problem, "remedy": e.remedy})
+                print_json({"error": type(e).__name__,
+                            "message": f"{problem}; {remedy}" if remedy else problem,
+                            "problem": problem, "remedy": remedy})
             else:
-                console(stderr=True).print(f"[bold red]error:[/] {e}", highlight=False)
+                emit(("error:", "bold red"), " ", problem + (f"; {remedy}" if remedy else ""),
+                     stderr=True)
             raise typer.Exit(2) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON object instead of tables.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ._common import JSON_OPTION, console, handle_errors, print_json
+from ._common import JSON_OPTION, handle_errors, print_json, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -24,9 +24,6 @@ def register(app: typer.Typer) -> None:
         if json_output:
             print_json({"datasets": rows})
             return
-        from rich.table import Table
-
-        t = Table("name", "rows", "quasi-identifiers", "metadata", title="bundled datasets")
-        for r in rows:
-            t.add_row(r["name"], str(r["rows"]), ", ".join(r["quasi_identifiers"]), r["metadata"])
-        console().print(t)
+        print_table(("name", "rows", "quasi-identifiers", "metadata"),
+                    [(r["name"], f"{r['rows']:,}", ", ".join(r["quasi_identifiers"]) or "none",
+                      r["metadata"]) for r in rows], title="bundled datasets")

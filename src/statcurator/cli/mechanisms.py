@@ -15,7 +15,16 @@ from typing import Annotated, Any
 import typer
 
 from ..core.errors import InvalidParameterError
-from ._common import JSON_OPTION, console, exact_option, handle_errors, print_json
+from ._common import (
+    JSON_OPTION,
+    emit,
+    exact_option,
+    handle_errors,
+    output_path,
+    print_json,
+    print_table,
+    writing,
+)
 
 _SUMMARIES = {
     "laplace": "Laplace noise (exact discrete Laplace) on a value of sensitivity Δ: ε-DP",
@@ -127,65 +136,9 @@ def describe(m: Any, alpha: Fraction, delta: Fraction | None) -> dict[str, Any]:
 
 
 def _exact_cost(loss: Any) -> dict[str, str]:
-    return {k: str(v) for k, v in zip(type(loss).__dataclass_fields__, loss._components(),
-                                      strict=True)}
+    import dataclasses
 
-
-def plot(m: Any, path: Path, alpha: Fraction) -> None:
-    """Draw the exact noise distribution (or the answer distribution) of ``m`` to a PNG.
-
-    >>> import tempfile
-    >>> from statcurator.mechanisms import LaplaceMechanism
-    >>> out = Path(tempfile.mkdtemp()) / "noise.png"
-    >>> plot(LaplaceMechanism(1, 1), out, Fraction(1, 20))
-    >>> out.read_bytes()[:4]
-    b'\x89PNG'
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from .. import mechanisms as mech
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if isinstance(m, mech.RandomizedResponse):
-        probs = [m.p_truthful] + [m.p_other] * (m.k - 1)
-        ax.bar(["true answer"] + [f"other {i}" for i in range(1, m.k)], probs, color="#4c72b0")
-        ax.set_ylabel("probability of the report")
-        ax.set_title(f"randomized response, ε={float(m.epsilon):g}: "
-                     f"P(truthful) = {m.p_truthful:.4f}")
-    elif isinstance(m, mech.PartitionSelection):
-        counts = np.arange(0, 2 * m.threshold + 1)
-        ax.plot(counts, [m.keep_probability(int(c)) for c in counts], marker="o", ms=3)
-        ax.axvline(m.threshold, color="grey", ls="--", label=f"threshold τ = {m.threshold}")
-        ax.set_xlabel("true number of privacy units in the key")
-        ax.set_ylabel("P(key is released)")
-        ax.set_yscale("log")
-        ax.legend()
-        ax.set_title(f"partition selection, {m.cost}")
-    elif hasattr(m, "noise_pmf"):
-        h = int(m.accuracy(Fraction(1, 10**4)) / float(m.step)) + 1
-        step = max(1, h // 400)
-        ks = np.arange(-h, h + 1, step)
-        xs = ks * float(m.step)
-        ax.vlines(xs, 0, m.noise_pmf(ks), color="#4c72b0", lw=max(0.5, 300 / len(ks)))
-        half = m.accuracy(alpha)
-        ax.axvspan(-half, half, color="#dd8452", alpha=0.15,
-                   label=f"{float(1 - alpha):.3g} interval: ±{half:g}")
-        ax.set_xlabel("noise (output units)")
-        ax.set_ylabel("P(noise = x)")
-        ax.legend()
-        ax.set_title(f"{m.name}: scale {float(m.scale):g}, cost {m.cost}")
-    else:
-        plt.close(fig)
-        raise InvalidParameterError(f"the {m.name} mechanism has no noise distribution to plot",
-                                    remedy="plot laplace, geometric, gaussian, vector-laplace, "
-                                           "randomized-response or partition-selection")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return {f.name: str(getattr(loss, f.name)) for f in dataclasses.fields(loss)}
 
 
 def register(app: typer.Typer) -> None:
@@ -210,7 +163,7 @@ def register(app: typer.Typer) -> None:
                                            help="Keys one unit may touch (partition selection)."),
         threshold: str = typer.Option("0", "--threshold", help="Threshold of sparse vector."),
         plot_path: Annotated[Path | None, typer.Option(
-            "--plot", help="Write the noise distribution to a PNG.")] = None,
+            "--plot", help="Write the noise distribution to a PNG (or .svg, .pdf).")] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Describe a DP mechanism (scale, interval, cost) and plot its noise distribution."""
@@ -219,13 +172,10 @@ def register(app: typer.Typer) -> None:
             if json_output:
                 print_json({"mechanisms": rows})
                 return
-            from rich.table import Table
-
-            t = Table("mechanism", "what it does", title="differential-privacy mechanisms")
-            for r in rows:
-                t.add_row(r["name"], r["summary"])
-            console().print(t)
-            console().print("describe one with: statcurator mechanisms NAME --epsilon 1")
+            print_table(("mechanism", "what it does"),
+                        [(r["name"], r["summary"]) for r in rows],
+                        title="differential-privacy mechanisms")
+            emit("describe one with: statcurator mechanisms NAME --epsilon 1")
             return
         key = name.strip().lower().replace("_", "-")
         aliases = {"rr": "randomized-response", "em": "exponential", "svt": "sparse-vector",
@@ -235,6 +185,7 @@ def register(app: typer.Typer) -> None:
         if key not in _SUMMARIES:
             raise InvalidParameterError(f"unknown mechanism {name!r}",
                                         remedy="choose one of: " + ", ".join(_SUMMARIES))
+        plot_path = output_path(plot_path, "--plot", (".png", ".svg", ".pdf"))
         a = exact_option(alpha, "alpha")
         assert a is not None
         if not a < 1:
@@ -243,22 +194,21 @@ def register(app: typer.Typer) -> None:
         d = exact_option(delta, "delta", allow_zero=True)
         m = _build(key, exact_option(epsilon, "epsilon"), exact_option(sensitivity, "sensitivity"),
                    d, exact_option(rho, "rho"), exact_option(grid, "grid"), categories,
-                   max_partitions, Fraction(threshold) if threshold else Fraction(0))
+                   max_partitions, exact_option(threshold, "threshold", positive=False)
+                   or Fraction(0))
         info = describe(m, a, d)
         if plot_path is not None:
-            plot(m, plot_path, a)
-            info["plot"] = str(plot_path)
+            from ..report.plots import noise_distribution
+
+            out = plot_path
+            info["plot"] = str(writing(out, "--plot", lambda: noise_distribution(m, out, a)))
         if json_output:
             print_json(info)
             return
-        from rich.table import Table
-
-        t = Table("property", "value", title=f"{key}: {_SUMMARIES[key]}", show_header=False)
-        for k, v in info.items():
-            if k in ("mechanism", "summary", "cost_exact"):
-                continue
-            t.add_row(k.replace("_", " "), _show(v))
-        console().print(t)
+        print_table(("property", "value"),
+                    [(k.replace("_", " "), _show(v)) for k, v in info.items()
+                     if k not in ("mechanism", "summary", "cost_exact")],
+                    title=f"{key}: {_SUMMARIES[key]}", show_header=False)
 
 
 def _show(v: Any) -> str:

@@ -1,9 +1,11 @@
 """A dataset: an Arrow table together with its declared metadata.
 
->>> from statcurator import datasets
->>> adult = datasets.adult()
->>> adult.num_rows, adult.meta.quasi_identifiers[:3]
-(30162, ('sex', 'age', 'race'))
+>>> import pyarrow as pa
+>>> from statcurator.core.schema import Column, TableMeta
+>>> meta = TableMeta("people", (Column("age", type="integer", role="qi"),))
+>>> ds = Dataset("people", pa.table({"age": [30, 41], "note": ["a", "b"]}), meta)
+>>> ds.num_rows, ds.meta.quasi_identifiers
+(2, ('age',))
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Dataset:
         return to_format(self.table, "pandas")
 
     def to_polars(self) -> Any:
+        """The table as a Polars DataFrame (needs the ``polars`` extra)."""
         return to_format(self.table, "polars")
 
     def with_meta(self, meta: TableMeta) -> Dataset:
@@ -81,21 +84,23 @@ def load_dataset(data: Any, metadata: str | Path | TableMeta | None = None, *,
                  name: str | None = None, separator: str | None = None) -> Dataset:
     """Load data and metadata into a :class:`Dataset`.
 
-    ``data`` is a bundled dataset name (``"adult"``), a path (CSV, Parquet, DuckDB), or an
-    in-memory table (pandas, Polars, Arrow, a DuckDB relation). ``metadata`` is a TOML path
-    or a :class:`TableMeta`; when it is omitted for a file ``x.csv``, a sibling ``x.toml`` is
-    used if present, otherwise every column is declared insensitive (no QIs, no bounds).
-    Data columns the metadata does not mention are kept as insensitive columns.
-    """
-    from .. import datasets
+    ``data`` is a path (CSV, Parquet, DuckDB), a metadata TOML whose ``source`` names the data,
+    or an in-memory table (pandas, Polars, Arrow, a DuckDB relation). ``metadata`` is a TOML
+    path or a :class:`TableMeta`; when it is omitted for a file ``x.csv``, a sibling ``x.toml``
+    is used if present, otherwise every column is declared insensitive (no QIs, no bounds).
+    Data columns the metadata does not mention are kept as insensitive columns. (Bundled
+    names such as ``"adult"`` are :func:`statcurator.datasets.load_dataset`'s job.)
 
-    if isinstance(data, str) and data in datasets.names() and metadata is None \
-            and not Path(data).exists():
-        return datasets.load(data)
+    >>> import pyarrow as pa
+    >>> load_dataset(pa.table({"age": [30, 41]})).meta["age"].type
+    <ColumnType.INTEGER: 'integer'>
+    """
     path: Path | None = None
     if isinstance(data, str | Path):
         path = Path(data)
-        if metadata is None and path.with_suffix(".toml").exists():
+        if path.suffix.lower() == ".toml" and metadata is None:
+            data, metadata, path = None, path, None  # the metadata names its data
+        elif metadata is None and path.with_suffix(".toml").exists():
             metadata = path.with_suffix(".toml")
     meta: TableMeta | None
     if isinstance(metadata, TableMeta) or metadata is None:

@@ -57,10 +57,12 @@ from __future__ import annotations
 import csv
 import tomllib
 from collections.abc import Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import MetadataError
+from ..core.errors import InvalidParameterError, MetadataError
+from ..core.numbers import exact
 from ..core.schema import Column, HierarchySpec, PrivacyUnit, TableMeta
 
 __all__ = ["load_metadata", "parse_metadata", "dump_metadata", "hierarchy_leaves"]
@@ -156,6 +158,11 @@ def _parse_column(name: str, spec: Any, base: Path | None, origin: str) -> Colum
         raise MetadataError(f"column {name!r}: categories must be a list or \"hierarchy\"",
                             remedy='write categories = ["a", "b"]')
     bounds = spec.get("bounds")
+    if bounds is not None:
+        if not isinstance(bounds, list):
+            raise MetadataError(f"column {name!r}: bounds must be a pair [low, high]",
+                                remedy="write bounds = [0, 120]")
+        bounds = [_number(b, f"column {name!r} bounds") for b in bounds]
     return Column(name=name, type=spec.get("type", "string"), role=spec.get("role", "insensitive"),
                   hierarchy=hierarchy,
                   bounds=tuple(bounds) if bounds is not None else None,  # type: ignore[arg-type]
@@ -193,7 +200,9 @@ def _parse_hierarchy(column: str, spec: Any, base: Path | None, origin: str) -> 
             if not isinstance(widths, list) or not widths:
                 raise MetadataError(f"column {column!r}: intervals must be a non-empty list of widths",
                                     remedy="write hierarchy = { intervals = [5, 10, 20] }")
-            return HierarchySpec("intervals", widths=tuple(widths), origin=spec.get("origin", 0))
+            what = f"column {column!r} interval"
+            return HierarchySpec("intervals", widths=tuple(_number(w, what) for w in widths),
+                                 origin=_number(spec.get("origin", 0), what))
         if kind == "masking":
             length = spec.get("masking", spec.get("length"))
             if isinstance(length, bool) or not isinstance(length, int) or length < 1:
@@ -250,82 +259,102 @@ def hierarchy_leaves(spec: HierarchySpec) -> tuple[str, ...]:
                         remedy="declare categories explicitly")
 
 
-def dump_metadata(meta: TableMeta) -> str:
-    """Render metadata as TOML (inverse of :func:`parse_metadata` for the declared fields).
+def _number(value: Any, what: str) -> Any:
+    """A number of the metadata, exactly: TOML integers stay integers; floats are read as their
+    shortest decimal (``0.1`` is 1/10); strings such as ``"1/3"`` carry what no decimal can."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise MetadataError(f"{what} {value!r} is not a number",
+                            remedy='write a number such as 5, 2.5 or "1/3"')
+    if isinstance(value, int):
+        return value
+    try:
+        return exact(value, what, positive=False, strings=True)
+    except InvalidParameterError as e:
+        raise MetadataError(e.problem, remedy='write a number such as 5, 2.5 or "1/3"') from None
 
-    >>> m = parse_metadata('[table]\\nname = "t"\\n[columns.a]\\ntype = "integer"\\nbounds = [0, 9]\\n')
+
+def _toml_number(x: Any) -> int | float | str:
+    """How an exact number is written: an integer, a decimal when the reader gets exactly the
+    same value back from it, else the string ``"p/q"`` (TOML has no rationals)."""
+    x = Fraction(x)
+    if x.denominator == 1:
+        return x.numerator
+    f = float(x)
+    return f if Fraction(repr(f)) == x else f"{x.numerator}/{x.denominator}"
+
+
+def dump_metadata(meta: TableMeta) -> str:
+    """Render metadata as TOML (inverse of :func:`parse_metadata` for every declared field).
+
+    Written with ``tomli-w``, so that any string (quotes, control characters) is valid TOML;
+    bounds and interval widths that no decimal represents (1/3) are written as strings.
+
+    >>> m = parse_metadata('[table]\\nname = "t"\\n[columns.a]\\ntype = "real"\\nbounds = [0, "1/3"]\\n')
+    >>> print(dump_metadata(m))
+    [table]
+    name = "t"
+    neighbours = "unbounded"
+    privacy_unit = "row"
+    <BLANKLINE>
+    [columns.a]
+    type = "real"
+    role = "insensitive"
+    bounds = [
+        0,
+        "1/3",
+    ]
+    <BLANKLINE>
     >>> parse_metadata(dump_metadata(m)) == m
     True
     """
-    lines = ["[table]", f"name = {_q(meta.name)}"]
-    if meta.source:
-        lines.append(f"source = {_q(meta.source)}")
-    if meta.separator:
-        lines.append(f"separator = {_q(meta.separator)}")
-    lines.append(f"neighbours = {_q(meta.neighbours.value)}")  # type: ignore[union-attr]
+    import tomli_w
+
+    table: dict[str, Any] = {"name": meta.name}
+    if meta.source is not None:
+        table["source"] = meta.source
+    if meta.separator is not None:
+        table["separator"] = meta.separator
+    table["neighbours"] = meta.neighbours.value  # type: ignore[union-attr]
     pu = meta.privacy_unit
     if pu.is_row:
-        lines.append('privacy_unit = "row"')
+        table["privacy_unit"] = "row"
     else:
-        parts = [f"column = {_q(pu.column)}", f"max_rows = {pu.max_rows}"]
+        unit: dict[str, Any] = {"column": pu.column, "max_rows": pu.max_rows}
         if pu.max_groups is not None:
-            parts.append(f"max_groups = {pu.max_groups}")
-        lines.append("privacy_unit = { " + ", ".join(parts) + " }")
+            unit["max_groups"] = pu.max_groups
+        table["privacy_unit"] = unit
     if meta.rows is not None:
-        lines.append(f"rows = {meta.rows}")
+        table["rows"] = meta.rows
     for key in ("description", "attribution"):
         if getattr(meta, key):
-            lines.append(f"{key} = {_q(getattr(meta, key))}")
-    for c in meta.columns:
-        lines += ["", f"[columns.{_key(c.name)}]", f"type = {_q(c.type.value)}",  # type: ignore[union-attr]
-                  f"role = {_q(c.role.value)}"]  # type: ignore[union-attr]
-        if c.bounds is not None:
-            lines.append(f"bounds = [{_num(c.bounds[0])}, {_num(c.bounds[1])}]")
-        if c.categories is not None:
-            lines.append("categories = [" + ", ".join(_value(v) for v in c.categories) + "]")
-        if c.nullable:
-            lines.append("nullable = true")
-        if c.description:
-            lines.append(f"description = {_q(c.description)}")
-        h = c.hierarchy
-        if h is not None:
-            if h.kind == "file":
-                lines.append(f"hierarchy = {{ file = {_q(h.path)}, separator = {_q(h.separator)} }}")
-            elif h.kind == "intervals":
-                lines.append("hierarchy = { intervals = [" + ", ".join(_num(w) for w in h.widths)
-                             + f"], origin = {_num(h.origin)} }}")
-            elif h.kind == "masking":
-                lines.append(f"hierarchy = {{ masking = {h.length}, mask = {_q(h.mask)} }}")
-            else:
-                lines.append(f"hierarchy = {{ tree = {_inline(h.tree)} }}")
-    return "\n".join(lines) + "\n"
+            table[key] = getattr(meta, key)
+    return tomli_w.dumps({"table": table,
+                          "columns": {c.name: _column_doc(c) for c in meta.columns}})
 
 
-def _q(s: Any) -> str:
-    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _column_doc(c: Column) -> dict[str, Any]:
+    doc: dict[str, Any] = {"type": c.type.value, "role": c.role.value}  # type: ignore[union-attr]
+    if c.bounds is not None:
+        doc["bounds"] = [_toml_number(b) for b in c.bounds]
+    if c.categories is not None:
+        doc["categories"] = [_toml_value(v) for v in c.categories]
+    if c.nullable:
+        doc["nullable"] = True
+    if c.description:
+        doc["description"] = c.description
+    h = c.hierarchy
+    if h is not None:
+        if h.kind == "file":
+            doc["hierarchy"] = {"file": h.path, "separator": h.separator}
+        elif h.kind == "intervals":
+            doc["hierarchy"] = {"intervals": [_toml_number(w) for w in h.widths],
+                                "origin": _toml_number(h.origin)}
+        elif h.kind == "masking":
+            doc["hierarchy"] = {"masking": h.length, "mask": h.mask}
+        else:
+            doc["hierarchy"] = {"tree": h.tree}
+    return doc
 
 
-def _key(name: str) -> str:
-    return name if name.replace("-", "").replace("_", "").isalnum() else _q(name)
-
-
-def _num(x: Any) -> str:
-    from fractions import Fraction
-    x = Fraction(x)
-    return str(x.numerator) if x.denominator == 1 else repr(float(x))
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return repr(v)
-    return _q(v)
-
-
-def _inline(tree: Any) -> str:
-    if isinstance(tree, Mapping):
-        return "{ " + ", ".join(f"{_q(k)} = {_inline(v)}" for k, v in tree.items()) + " }"
-    if isinstance(tree, list):
-        return "[" + ", ".join(_q(v) for v in tree) + "]"
-    return _q(tree)
+def _toml_value(v: Any) -> Any:
+    return _toml_number(v) if isinstance(v, Fraction) else v

@@ -10,8 +10,7 @@ Inside statcurator a table is a :class:`pyarrow.Table`; these functions convert 
 
 from __future__ import annotations
 
-import csv
-import io
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from ..core.schema import ColumnType, TableMeta
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["read_table", "write_table", "to_format", "sniff_separator", "FORMATS"]
+__all__ = ["read_table", "write_table", "to_format", "sniff_separator", "polars", "FORMATS"]
 
 FORMATS = ("csv", "parquet", "duckdb", "arrow", "pandas", "polars")
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".psv", ".dat"}
@@ -86,6 +85,9 @@ def _read_path(path: Path, *, meta: TableMeta | None, separator: str | None,
     if not path.exists():
         raise DataError(f"data file {str(path)!r} does not exist",
                         remedy="check the path, or use the bundled demo name 'adult'")
+    if path.is_dir():
+        raise DataError(f"{str(path)!r} is a directory, not a data file",
+                        remedy="name a CSV, Parquet or DuckDB file inside it")
     suffix = path.suffix.lower()
     if suffix in _PARQUET_SUFFIXES:
         import pyarrow.parquet as pq
@@ -117,8 +119,12 @@ def _read_csv(path: Path, *, meta: TableMeta | None, separator: str | None) -> p
         )
     except pa.ArrowInvalid as e:
         raise DataError(f"cannot read {str(path)!r} as CSV with separator {sep!r}: {e}",
-                        remedy="check the separator (--separator) and the declared column types"
-                        ) from None
+                        remedy=f"check the separator (separator=\"{';' if sep != ';' else ','}\" "
+                               "when reading, or separator under [table] in the metadata) and "
+                               "the declared column types") from None
+    except OSError as e:
+        raise DataError(f"cannot read {str(path)!r}: {e.strerror or e}",
+                        remedy="check that the file is readable") from None
 
 
 def _read_duckdb(path: Path, table: str | None) -> pa.Table:
@@ -184,13 +190,21 @@ def _format_of(path: Path) -> str:
 
 
 def _write_csv(table: pa.Table, path: Path, separator: str) -> None:
-    # The csv module (not pyarrow's writer) so that any one-character separator works and
-    # nothing is quoted that need not be: ARX and spreadsheet tools read the result as is.
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, delimiter=separator, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
-        w.writerow(table.column_names)
-        cols = [c.to_pylist() for c in table.columns]
-        w.writerows(zip(*cols, strict=True))
+    # DuckDB's writer (about 4x faster than the csv module on 1M rows, BENCHMARKS.md): any
+    # one-character separator, a header, and quotes only where needed, so that ARX and
+    # spreadsheet tools read the result as is; "" (empty text) and NULL (nothing) differ.
+    import duckdb
+
+    if len(separator) != 1:
+        raise DataError(f"the CSV separator must be one character, got {separator!r}",
+                        remedy="use e.g. ',' or ';' or a tab")
+    con = duckdb.connect()
+    try:
+        con.register("__statcurator_out", table)
+        con.execute("COPY __statcurator_out TO ? (FORMAT csv, HEADER true, DELIMITER ?, "
+                    "QUOTE '\"', ESCAPE '\"', NEW_LINE '\\n')", [str(path), separator])
+    finally:
+        con.close()
 
 
 def to_format(table: pa.Table, fmt: str) -> Any:
@@ -200,13 +214,21 @@ def to_format(table: pa.Table, fmt: str) -> Any:
     if fmt == "pandas":
         return table.to_pandas()
     if fmt == "polars":
-        import polars as pl
-
-        return pl.from_arrow(table)
+        return polars().from_arrow(table)
     if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(table.column_names)
-        w.writerows(zip(*[c.to_pylist() for c in table.columns], strict=True))
-        return buf.getvalue()
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "table.csv"
+            _write_csv(table, out, ",")
+            return out.read_text(encoding="utf-8")
     raise MetadataError(f"unknown format {fmt!r}", remedy="use arrow, pandas, polars or csv")
+
+
+def polars() -> Any:
+    """The polars module, an optional extra: a clear error when it is not installed."""
+    try:
+        import polars as pl
+    except ImportError:
+        raise DataError("Polars output needs the polars package, which is not installed",
+                        remedy="pip install 'statcurator[polars]' (or use to_pandas() or the "
+                               "Arrow table)") from None
+    return pl

@@ -39,6 +39,11 @@ def limitations(result: Any) -> list[str]:
     if TCloseness in kinds:
         notes.append("t-closeness limits what a class reveals beyond the whole table's "
                      "distribution, but the distribution itself is released.")
+    unprotected = getattr(result, "unprotected", ())
+    if unprotected:
+        notes.append(f"The sensitive attribute(s) {', '.join(unprotected)} are released as they "
+                     "are: no l-diversity or t-closeness criterion protects them, so a class "
+                     "can reveal them outright.")
     if DeltaPresence not in kinds:
         notes.append("Membership is not protected: an attacker who links a person to a class "
                      "learns that the person is in the data (δ-presence addresses this).")

@@ -1,0 +1,160 @@
+"""The command line as a whole: --version, --help, printing (escaping, no truncation, plain
+lines when piped) and remedies in CLI terms."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from statcurator import __version__
+from statcurator.cli import app
+from statcurator.cli._common import JSON_OPTION, cli_remedy, emit, handle_errors, print_table
+from statcurator.core.errors import InvalidParameterError
+
+runner = CliRunner()
+
+BRACKETS = ("optional extra: pip install 'statcurator[spark]'",
+            "add bounds under [columns.age] in the metadata")
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make rich treat the captured output as an 80-column terminal (without colours)."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+
+
+def _demo_app() -> typer.Typer:
+    """A command whose errors carry brackets and Python-style remedies."""
+    demo = typer.Typer()
+
+    @demo.command()
+    @handle_errors(aliases={"meta": "--metadata"})
+    def run(
+        which: str,
+        delta: Annotated[str | None, typer.Option("--delta", "-d")] = None,
+        qi: str = typer.Option(None, "--qi"),
+        algorithm: str = "optimal",
+        json_output: bool = JSON_OPTION,
+    ) -> None:
+        remedies = {
+            "brackets": (BRACKETS[0], BRACKETS[1]),
+            "delta": ("a key set is not public", "pass delta=1e-6 (charged), or declare it"),
+            "qi": ("no QIs", "pass qi=['age', 'sex'], or use algorithm='mondrian'"),
+            "meta": ("no metadata", "pass meta= (a TOML file)"),
+            "other": ("oops", "pass rho=1 (this command has no --rho)"),
+        }
+        problem, remedy = remedies[which]
+        raise InvalidParameterError(problem, remedy=remedy)
+
+    @demo.callback()
+    def _root() -> None:
+        """Demo."""
+
+    return demo
+
+
+def test_version() -> None:
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.strip() == f"statcurator {__version__}"
+
+
+def test_help_promises_only_the_commands_that_exist() -> None:
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    names = {c.name for c in app.registered_commands}
+    assert {"anonymize", "query", "mechanisms", "datasets"} <= names
+    for name in names:
+        assert name in r.output
+    if "attack" not in names:
+        assert "attack" not in r.output.lower()
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_brackets_in_errors_are_printed_as_they_are(tty: bool, terminal: None,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    if not tty:
+        monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    r = runner.invoke(_demo_app(), ["run", "brackets"])
+    assert r.exit_code == 2
+    text = " ".join(r.output.split())  # a terminal may soft-wrap the line
+    assert BRACKETS[0] in text and BRACKETS[1] in text
+
+
+def test_emit_and_tables_print_brackets(terminal: None, capsys: pytest.CaptureFixture) -> None:
+    emit("needs ", ("[spark]", "bold"), " under [columns.age]")
+    print_table(("key [a]", "value"), [("[columns.age]", "statcurator[spark]")], title="[t]")
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # styles, not text
+    for text in ("needs [spark] under [columns.age]", "key [a]", "[columns.age]",
+                 "statcurator[spark]", "[t]"):
+        assert text in out
+
+
+@pytest.mark.parametrize(("which", "expected"), [
+    ("delta", "pass --delta 1e-6 (charged), or declare it"),
+    ("qi", "pass --qi age,sex, or use --algorithm mondrian"),
+    ("meta", "pass --metadata (a TOML file)"),
+    ("other", "pass rho=1 (this command has no --rho)"),  # not an option here: left alone
+])
+def test_remedies_name_the_command_s_flags(which: str, expected: str) -> None:
+    r = runner.invoke(_demo_app(), ["run", which])
+    assert r.exit_code == 2 and r.output.strip().endswith(expected)
+    doc = json.loads(runner.invoke(_demo_app(), ["run", which, "--json"]).stdout)
+    assert doc["remedy"] == expected and doc["message"].endswith(expected)
+
+
+def test_python_asides_and_cli_forms() -> None:
+    flags = {"epsilon": "--epsilon", "qi": "--qi"}
+    assert cli_remedy("run `statcurator budget set --epsilon E` (Python: "
+                      "cur.set_dataset_budget('d', epsilon=E))", flags) == \
+        "run `statcurator budget set --epsilon E`"
+    assert cli_remedy("pass qi=[...] (CLI: --qi a,b,c)", flags) == "pass --qi a,b,c"
+    assert cli_remedy("pass epsilon=1", {}) == "pass epsilon=1"
+
+
+def test_real_remedies_are_in_cli_terms() -> None:
+    r = runner.invoke(app, ["anonymize", "adult", "--k", "5", "--algorithm", "best"])
+    assert r.exit_code == 2 and "use --algorithm optimal or mondrian" in r.output
+    r = runner.invoke(app, ["anonymize", "adult", "--k", "5", "--suppression", "200%"])
+    assert r.exit_code == 2 and "--suppression 0.02 (or 2%)" in r.output
+    r = runner.invoke(app, ["mechanisms", "partition-selection", "--epsilon", "1"])
+    assert r.exit_code == 2 and "--delta 1e-6" in r.output
+    for out in (r.output for r in [
+            runner.invoke(app, ["anonymize", "adult", "--k", "5", "--algorithm", "best"]),
+            runner.invoke(app, ["mechanisms", "laplace", "--epsilon", "0"])]):
+        assert "=" not in out.split(";", 1)[1]  # no keyword=value in the remedy
+
+
+def test_tables_never_cut_a_number(terminal: None, capsys: pytest.CaptureFixture,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    long = "1158.000000000001234"
+    rows = [("a fairly long label for a row", long, "x" * 30)]
+    monkeypatch.setenv("COLUMNS", "40")
+    print_table(("label", "value", "note"), rows)
+    assert long in capsys.readouterr().out
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")  # piped: plain lines, no box drawing
+    print_table(("label", "value", "note"), rows, title="figures")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "figures" and out[1].split() == ["label", "value", "note"]
+    assert out[2].split("  ")[0] == rows[0][0] and long in out[2] and "│" not in out[2]
+
+
+def test_piped_summaries_are_not_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    r = runner.invoke(app, ["mechanisms", "laplace", "--epsilon", "0.01", "--sensitivity",
+                            "200000"])
+    assert r.exit_code == 0
+    assert "interval     value ± 5.99146e+07 with probability >= 0.95" in r.output.splitlines()
+
+
+def test_datasets_lists_the_bundled_tables() -> None:
+    r = runner.invoke(app, ["datasets"])
+    assert r.exit_code == 0 and "30,162" in r.output and "diabetes" in r.output
+    doc = json.loads(runner.invoke(app, ["datasets", "--json"]).stdout)
+    assert [d["name"] for d in doc["datasets"]] == ["adult", "diabetes", "diabetes_neighbour"]
