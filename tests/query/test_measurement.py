@@ -97,7 +97,8 @@ def test_every_aggregate_has_one_class():
     assert set(REGISTRY) >= {"count", "count_distinct", "sum", "avg", "var_samp", "var_pop",
                              "stddev_samp", "stddev_pop", "quantile"}
     assert {cls.kind for cls in REGISTRY.values()} == {
-        "count", "count distinct", "sum", "avg", "variance", "quantile"}
+        "count", "count distinct", "sum", "avg", "variance", "quantile", "interquartile range",
+        "regression"}
 
 
 # -- Gaussian noise and zCDP in SQL -----------------------------------------------------------
@@ -235,3 +236,28 @@ def test_a_mean_over_a_public_fixed_size_measures_only_the_sum():
                       ("SELECT sex, AVG(age) FROM t GROUP BY sex", fixed),
                       ("SELECT AVG(age) FROM t", META.replace(rows=6))):
         assert len(bound(sql, meta, epsilon=1).measures) == 2
+
+
+def test_iqr_from_two_quartiles_with_an_interval():
+    from statcurator.query.expr import Agg, Col
+    from statcurator.query.plan import Output, QueryPlan, Scan
+    from statcurator.query.relational import ExactResult
+
+    cat = DictCatalog({"t": TableInfo.from_meta(META)})
+    plan = QueryPlan(Scan("t", "t"), outputs=(Output("r", Agg("iqr", Col("age", "t"))),))
+    b = BoundQuery(compile_query(plan, cat), epsilon=4)
+    assert [m.p for m in b.measures] == [Fraction(1, 4)] * 3 + [Fraction(3, 4)] * 3
+    assert b.cost == PureDP(4)
+    ages = [20, 30, 40, 50, 60, 70] * 40  # Q1 = 30, Q3 = 60: IQR 30
+    hist: dict[int, int] = {}
+    for a in ages:
+        hist[a] = hist.get(a, 0) + 1
+    atom = b.compiled.atoms[0]
+    misses = 0
+    for ans in b.noise_many(ExactResult((), {(): ()}, ({(): hist},)), 200, alpha=0.1):
+        lo, hi = ans.atom_interval(atom, 0, 0.1)
+        misses += not lo <= 30 <= hi
+    from scipy import stats
+
+    # coverage ≥ 0.9: more misses than Binomial(200, 0.1) gives with probability 1e-6 fail
+    assert stats.binom.sf(misses - 1, 200, 0.1) > 1e-6, misses

@@ -185,6 +185,11 @@ class MemoryEngine:
                         acc[i] += q
                     elif t.kind == "centered":
                         acc[i] += 2 * q - t.input.center
+                    elif t.kind == "cross":
+                        assert t.input2 is not None
+                        q2 = qs[qpos[t.input2]]
+                        if q2 is not None:
+                            acc[i] += (2 * q - t.input.center) * (2 * q2 - t.input2.center)
                     elif t.kind == "centered_sq":
                         acc[i] += (2 * q - t.input.center) ** 2
             for h, hist in zip(plan.histograms, hists, strict=True):

@@ -480,6 +480,14 @@ def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.
     if t.kind == "centered":
         return _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=total),
                               expression=exp.Mul(this=c, expression=count)))
+    if t.kind == "cross":
+        q2 = _ref(qname[t.input2])
+        c2 = _int(t.input2.center)
+        a = _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=q.copy()),
+                           expression=_int(t.input.center)))
+        b = _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=q2), expression=c2))
+        # |2q - c| <= 2^30 on both sides: the product fits in 62 bits; SUM skips NULL pairs
+        return exp.Sum(this=exp.Mul(this=_cast(a, "BIGINT"), expression=b))
     if t.kind == "centered_sq":
         squares = exp.Sum(this=exp.Mul(this=q.copy(), expression=q.copy()))
         return _paren(exp.Add(

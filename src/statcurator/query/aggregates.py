@@ -10,7 +10,9 @@ COUNT(DISTINCT)    count of distinct units / values         the noisy count
 SUM                clamped sum on the grid 2^-k              the noisy sum
 AVG                count, centred sum                        midpoint + sum/count, clamped
 VARIANCE, STDDEV   count, centred sum, centred squares       Σc²/n - (Σc/n)², clamped (√ for SD)
-MEDIAN, QUANTILE   per-bin histogram → exponential mech.     the chosen bin's value
+MEDIAN, QUANTILE   per-bin histogram → exponential mech.     the chosen bin's value (and ends)
+IQR                the two quartiles, as quantiles           Q3 − Q1
+REGR_*, CORR       n, Σx, Σy, Σx², Σxy (Σy²) of the pairs    slope, intercept, correlation
 =================  =====================================  ======================================
 
 Intervals: a count or sum is ``value ± h`` (h the mechanism's (1 - α) half-width); AVG is the
@@ -19,8 +21,8 @@ covers the exact mean of the clamped data with probability at least 1 - α; VARI
 STDDEV use interval arithmetic over three intervals at α/3. Quantiles have no value interval
 (only a rank accuracy).
 
->>> sorted(REGISTRY)[:4]
-['avg', 'count', 'count_distinct', 'quantile']
+>>> sorted(REGISTRY)[:5]
+['avg', 'corr', 'count', 'count_distinct', 'iqr']
 >>> REGISTRY["stddev_samp"].kind
 <AggregateKind.VARIANCE: 'variance'>
 """
@@ -35,7 +37,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..core.errors import UnsupportedQueryError
-from .expr import Agg, Col, Expr
+from .expr import Agg, Case, Col, Expr, IsNull, Lit
 from .relational import Histogram, Quantized, Term
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ class AggregateKind(StrEnum):
     AVG = "avg"
     VARIANCE = "variance"
     QUANTILE = "quantile"
+    IQR = "interquartile range"
+    REGRESSION = "regression"
 
 
 class MeasureRole(StrEnum):
@@ -66,6 +70,7 @@ class MeasureRole(StrEnum):
     SUM = "sum"
     CENTRED_SUM = "centred sum"
     CENTRED_SQUARES = "centred sum of squares"
+    CENTRED_CROSS = "centred cross products"
     QUANTILE = "quantile"
     SELECTION = "selection"
 
@@ -464,10 +469,13 @@ class Quantile(Atom):
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
         return None
 
-    def scores(self, counts: Sequence[int]) -> list[int]:
+    #: the interval ends of each quantile are released at α divided by this (Bonferroni
+    #: over the quantiles an aggregate combines)
+    end_alpha_divisor: ClassVar[int] = 1
+
+    def scores(self, counts: Sequence[int], p: Fraction | None = None) -> list[int]:
         """The integer scores of the point's candidate bins from one group's bin counts."""
-        assert self.agg.p is not None
-        p = Fraction(self.agg.p)
+        p = Fraction(self.agg.p if p is None else p)  # type: ignore[arg-type]
         total = sum(counts)
         num, den = p.numerator, p.denominator
         out, below = [], 0
@@ -476,7 +484,8 @@ class Quantile(Atom):
             below += c
         return out
 
-    def end_scores(self, counts: Sequence[int], side: str, pad: int) -> list[int]:
+    def end_scores(self, counts: Sequence[int], side: str, pad: int,
+                   p: Fraction | None = None) -> list[int]:
         """The integer scores (×den(p)) of the bins for one interval end: minus the distance
         of the end's target rank to each bin's rank interval, on the counts padded with
         ``pad`` rows at each end of the range (see the class docs).
@@ -486,8 +495,7 @@ class Quantile(Atom):
         >>> q.end_scores([0, 4, 0, 0], "lower", 1), q.end_scores([0, 4, 0, 0], "upper", 1)
         ([-2, 0, -6, -6], [-6, 0, -2, -2])
         """
-        assert self.agg.p is not None
-        p = Fraction(self.agg.p)
+        p = Fraction(self.agg.p if p is None else p)  # type: ignore[arg-type]
         num, den = p.numerator, p.denominator
         padded = list(counts)
         padded[0] += pad
@@ -501,9 +509,170 @@ class Quantile(Atom):
         return out
 
 
+@dataclass(frozen=True)
+class Iqr(Quantile):
+    """``IQR(x)``: the third quartile minus the first, each released like a quantile (its
+    point and the two ends of its interval) from one histogram; its interval is
+    [lower end of Q3 − upper end of Q1, upper end of Q3 − lower end of Q1], the quartiles'
+    intervals at α/2 each, so it covers the empirical IQR with probability at least 1 − α.
+    """
+
+    kind: ClassVar[AggregateKind] = AggregateKind.IQR
+    functions: ClassVar[tuple[str, ...]] = ("iqr",)
+    end_alpha_divisor: ClassVar[int] = 2
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        assert agg.arg is not None
+        ctx.check_row_expr(agg.arg, "IQR")
+        q = ctx.quantized(agg.arg, agg)
+        span = q.uq - q.lq
+        if q.bits <= 0 and span + 1 <= ctx.max_point_bins:
+            bins = span + 1
+        else:
+            bins = max(1, min(ctx.quantile_bins, span))
+        h = Histogram(q, bins)
+        hi = ctx.histogram(h)
+        idx: list[int] = []
+        for p in (Fraction(1, 4), Fraction(3, 4)):
+            label = f"{name}: Q{int(4 * p)}"
+            idx.append(ctx.add(label, MeasureRole.QUANTILE, hi,
+                               ctx.nb.quantile(p) * 2 * p.denominator, Fraction(1), True, p=p))
+            idx += [ctx.add(f"{label} {side} end", MeasureRole.QUANTILE, hi,
+                            ctx.nb.quantile(p) * p.denominator, Fraction(1), True, p=p,
+                            side=side) for side in ("lower", "upper")]
+        return cls(agg, name, tuple(idx), q, h)
+
+    def shares(self) -> tuple[Fraction, ...]:
+        return (Fraction(1, 4), Fraction(1, 8), Fraction(1, 8)) * 2
+
+    def point(self, v: Sequence[Any]) -> Any:
+        return _frac(v[3]) - _frac(v[0])
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        return (max(_frac(v[4]) - _frac(v[2]), Fraction(0)), _frac(v[5]) - _frac(v[1]))
+
+
+def iv_square(a: Interval) -> Interval:
+    """{x² : x in a}."""
+    lo = Fraction(0) if a[0] <= 0 <= a[1] else min(a[0] * a[0], a[1] * a[1])
+    return (lo, max(a[0] * a[0], a[1] * a[1]))
+
+
+def _iv_sub(a: Interval, b: Interval) -> Interval:
+    return (a[0] - b[1], a[1] - b[0])
+
+
+@dataclass(frozen=True)
+class Regression(Atom):
+    """``REGR_SLOPE(y, x)``, ``REGR_INTERCEPT(y, x)`` and ``CORR(y, x)`` from noisy sufficient
+    statistics of the pairs where both are non-NULL: their number n and the centred sums
+    Σx, Σy, Σx², Σxy (and Σy² for CORR), each clamped to the declared bounds.
+
+    slope = (n·Σxy − Σx·Σy)/(n·Σx² − (Σx)²) (centring does not change it); intercept =
+    ȳ − slope·x̄; corr = (n·Σxy − Σx·Σy)/√((n·Σx² − (Σx)²)(n·Σy² − (Σy)²)), in [−1, 1]. The
+    released value is NULL when the noisy denominators are not positive. Intervals: interval
+    arithmetic over the parts' intervals at α/k each (Bonferroni), when the denominators'
+    intervals exclude 0 (else NULL; [−1, 1] for CORR).
+    """
+
+    qx: Quantized | None = None
+    qy: Quantized | None = None
+
+    kind: ClassVar[AggregateKind] = AggregateKind.REGRESSION
+    functions: ClassVar[tuple[str, ...]] = ("regr_slope", "regr_intercept", "corr")
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        y, x = agg.arg, getattr(agg, "arg2", None)
+        if y is None or x is None:
+            raise UnsupportedQueryError(f"{agg.func.upper()} takes two arguments (y, x)",
+                                        remedy=f"write {agg.func.upper()}(y, x)")
+        for e in (y, x):
+            ctx.check_row_expr(e, agg.func.upper())
+        # the pairs where both are non-NULL: each side is masked by the other's NULL
+        xm = Case(((IsNull(y), Lit(None)),), x)
+        ym = Case(((IsNull(x), Lit(None)),), y)
+        qx, qy = ctx.quantized(xm, agg), ctx.quantized(ym, agg)
+        hx = Fraction(qx.uq - qx.lq, 2) * qx.scale
+        hy = Fraction(qy.uq - qy.lq, 2) * qy.scale
+        nb = ctx.nb
+
+        def add(label: str, role: MeasureRole, term: Term, lo: Fraction, hi: Fraction,
+                scale: Fraction, integral: bool = False) -> int:
+            return ctx.add(f"{name}: {label}", role, ctx.term(term), nb.linear(lo, hi), scale,
+                           integral, l2=nb.l2(lo, hi))
+
+        idx = [add("count", MeasureRole.COUNT, Term("valid", qx), Fraction(0), Fraction(1),
+                   Fraction(1), True),
+               add("Σx", MeasureRole.CENTRED_SUM, Term("centered", qx), -hx, hx, qx.scale / 2),
+               add("Σy", MeasureRole.CENTRED_SUM, Term("centered", qy), -hy, hy, qy.scale / 2),
+               add("Σx²", MeasureRole.CENTRED_SQUARES, Term("centered_sq", qx), Fraction(0),
+                   hx * hx, qx.scale * qx.scale / 4),
+               add("Σxy", MeasureRole.CENTRED_CROSS, Term("cross", qx, qy), -hx * hy, hx * hy,
+                   qx.scale * qy.scale / 4)]
+        if agg.func == "corr":
+            idx.append(add("Σy²", MeasureRole.CENTRED_SQUARES, Term("centered_sq", qy),
+                           Fraction(0), hy * hy, qy.scale * qy.scale / 4))
+        return cls(agg, name, tuple(idx), qx, qy)
+
+    def _mids(self) -> tuple[Fraction, Fraction]:
+        assert self.qx is not None and self.qy is not None
+        return ((self.qx.lq + self.qx.uq) * self.qx.scale / 2,
+                (self.qy.lq + self.qy.uq) * self.qy.scale / 2)
+
+    def point(self, v: Sequence[Any]) -> Any:
+        n, sx, sy, sxx, sxy = (_frac(a) for a in v[:5])
+        num = n * sxy - sx * sy
+        dx = n * sxx - sx * sx
+        if n <= 0 or dx <= 0:
+            return None
+        if self.agg.func == "corr":
+            syy = _frac(v[5])
+            dy = n * syy - sy * sy
+            if dy <= 0:
+                return None
+            return max(min(Fraction(float(num) / math.sqrt(float(dx) * float(dy))),
+                           Fraction(1)), Fraction(-1))
+        slope = num / dx
+        if self.agg.func == "regr_slope":
+            return slope
+        mx, my = self._mids()
+        return (my + sy / n) - slope * (mx + sx / n)
+
+    def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
+        ivs = [(_frac(a) - h, _frac(a) + h) for a, h in zip(v, hs, strict=True)]
+        n, sx, sy, sxx, sxy = ivs[:5]
+        num = _iv_sub(iv_mul(n, sxy), iv_mul(sx, sy))
+        dx = _iv_sub(iv_mul(n, sxx), iv_square(sx))
+        if self.agg.func == "corr":
+            dy = _iv_sub(iv_mul(n, ivs[5]), iv_square(sy))
+            if n[0] <= 0 or dx[0] <= 0 or dy[0] <= 0:
+                return (Fraction(-1), Fraction(1))
+            den = iv_mul(dx, dy)
+            roots = (sqrt_fraction(den[0]), sqrt_fraction(den[1]))
+            r = iv_div(num, roots) if roots[0] > 0 else None
+            if r is None:
+                return (Fraction(-1), Fraction(1))
+            return (max(r[0], Fraction(-1)), min(r[1], Fraction(1)))
+        if n[0] <= 0 or dx[0] <= 0:
+            return None
+        slope = iv_div(num, dx)
+        if slope is None or self.agg.func == "regr_slope":
+            return slope
+        mx, my = self._mids()
+        xbar, ybar = iv_div(sx, n), iv_div(sy, n)
+        assert xbar is not None and ybar is not None
+        shifted = iv_mul(slope, (mx + xbar[0], mx + xbar[1]))
+        return (my + ybar[0] - shifted[1], my + ybar[1] - shifted[0])
+
+    def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
+        return None
+
+
 #: The IR aggregate function → its class.
 REGISTRY: dict[str, type[Atom]] = {f: cls for cls in (Count, CountDistinct, Sum, Mean,
-                                                      Variance, Quantile)
+                                                      Variance, Quantile, Iqr, Regression)
                                    for f in cls.functions}
 
 

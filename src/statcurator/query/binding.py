@@ -311,11 +311,12 @@ class BoundQuery:
             if isinstance(atom, Quantile):
                 i = atom.measures[0]
                 h = atom.histogram
-                assert h is not None and atom.agg.p is not None
+                p = self.measures[i].p
+                assert h is not None and p is not None
                 eps = self.infos[i].epsilon
                 # utility theorem: P[score < best - 2Δ/ε·ln(B/α)] <= α, in score units
                 rank = float(2 * self.measures[i].sensitivity / eps) * math.log(  # type: ignore[operator]
-                    h.bins / alpha) / (2 * Fraction(atom.agg.p).denominator)
+                    h.bins / alpha) / (2 * p.denominator)
                 entry.update(halfwidth=None, rank_error=rank, bins=h.bins)
             elif len(atom.measures) == 1:
                 entry["halfwidth"] = self.halfwidth(atom.measures[0], alpha)
@@ -373,8 +374,8 @@ class BoundQuery:
                 hist = ex.histograms[m.index]
                 atom = owner[i]
                 assert isinstance(atom, Quantile)
-                cols = [_quantiles(obj, atom, hist.get(k, {}), n, m.side, alpha)
-                        for k in candidates]
+                cols = [_quantiles(obj, atom, hist.get(k, {}), n, m,
+                                   alpha / atom.end_alpha_divisor) for k in candidates]
                 draws.append([[c[d] for c in cols] for d in range(n)])
             else:
                 draws.append(_noisy(obj, [r[m.index] for r in rows], m, vector, n))
@@ -499,7 +500,7 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     return [[Fraction(v) for v in row] for row in out.tolist()]
 
 
-def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, side: str | None,
+def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, m: Measure,
                alpha: float) -> list[Fraction]:
     """``n`` exponential-mechanism draws of a quantile (or of one end of its interval) from
     one group's bin counts; the chosen bin is reported by its value (one-value bins) or its
@@ -507,13 +508,13 @@ def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, side: str
     h = atom.histogram
     assert h is not None
     counts = [hist.get(b, 0) for b in range(h.bins)]
+    side, p = m.side, m.p
+    assert p is not None
     if side is None:
-        scores = atom.scores(counts)
+        scores = atom.scores(counts, p)
     else:  # the padding E that gives coverage 1 - α (Quantile's docs); public, like α
-        assert atom.agg.p is not None
-        den = Fraction(atom.agg.p).denominator
-        pad = math.ceil(math.log(2 * h.bins / alpha) / (float(obj.coefficient) * den)) + 1
-        scores = atom.end_scores(counts, side, pad)
+        pad = math.ceil(math.log(2 * h.bins / alpha) / (float(obj.coefficient) * p.denominator))
+        scores = atom.end_scores(counts, side, pad + 1, p)
     picks = [int(obj.release(scores))] if n == 1 else np.asarray(obj.sample(scores, n)).tolist()
     out = []
     for index in picks:

@@ -39,9 +39,10 @@ __all__ = ["Quantized", "Term", "Histogram", "Bounding", "EnginePlan", "ExactRes
 #: Per-group exact aggregates an engine can be asked for.
 #: ``rows`` COUNT(*); ``nonnull`` COUNT(expr); ``valid`` COUNT(q); ``sum`` SUM(q);
 #: ``centered`` SUM(2q - (lq + uq)); ``centered_sq`` SUM((2q - (lq + uq))^2);
-#: ``units`` COUNT(DISTINCT privacy unit); ``distinct`` COUNT(DISTINCT expr).
+#: ``units`` COUNT(DISTINCT privacy unit); ``distinct`` COUNT(DISTINCT expr); ``cross``
+#: SUM((2q - (lq + uq))·(2q' - (lq' + uq'))) over the rows where both are non-NULL.
 TERM_KINDS = ("rows", "nonnull", "valid", "sum", "centered", "centered_sq", "units",
-              "distinct")
+              "distinct", "cross")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,8 @@ class Term:
 
     kind: str
     input: Quantized | Expr | None = None
+    #: the second input of a ``cross`` term
+    input2: Quantized | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TERM_KINDS:
@@ -187,6 +190,8 @@ class EnginePlan:
         for t in self.terms:
             if isinstance(t.input, Quantized):
                 seen.setdefault(t.input, None)
+            if t.input2 is not None:
+                seen.setdefault(t.input2, None)
         for h in self.histograms:
             seen.setdefault(h.input, None)
         return tuple(seen)
