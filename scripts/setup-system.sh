@@ -7,10 +7,12 @@
 # - postgresql: the PostgreSQL ledger backend's tests start a throwaway server from its
 #   binaries (initdb, pg_ctl) on 127.0.0.1 in a temporary directory; the tests skip the
 #   PostgreSQL cases, naming this script, when the binaries are absent.
-# - (the web console's browser tests will add Debian's chromium here.)
+# - chromium: the web console's browser tests drive Debian's Chromium through Playwright
+#   (executable_path=/usr/bin/chromium; Playwright's own browser download is not used); the
+#   tests skip, naming this script, when it is absent.
 set -euo pipefail
 
-PACKAGES=(postgresql)
+PACKAGES=(postgresql chromium)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -20,7 +20,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "statcurator"
 # io; io knows nothing of it), `testing` (the DP test bench) may use anything above the curator.
 ORDER = ["core", "mechanisms", "accounting", "query", "engines", "anonymize", "attacks",
          "estimators", "synth", "io", "datasets", "report", "testing", "curator", "cli", "service"]
-SAME_LEVEL: set[tuple[str, str]] = set()
+# the two user interfaces over the curator: `statcurator serve` starts the service, and the
+# service shares the CLI's ledger location and remedy wording
+SAME_LEVEL: set[tuple[str, str]] = {("cli", "service"), ("service", "cli")}
 HEAVY = {"pandas", "duckdb", "pyspark", "fastapi", "matplotlib"}
 HEAVY_ALLOWED = {"engines", "io", "report", "service"}
 

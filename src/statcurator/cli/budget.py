@@ -1,7 +1,8 @@
-"""``statcurator budget set|show|history``: dataset-wide budgets and per-analyst grants.
+"""``statcurator budget set|grant|show|history``: dataset-wide budgets and per-analyst grants.
 
     statcurator budget set --dataset adult --epsilon 10 [--delta 1e-5]     # all analysts
     statcurator budget set --dataset adult --analyst alice --epsilon 1     # alice's grant
+    statcurator budget grant --dataset adult --analyst alice --epsilon 1   # the same
     statcurator budget show [--dataset D] [--analyst A] [--json]
     statcurator budget history [--dataset D] [--analyst A] [--json]
 
@@ -87,6 +88,20 @@ def register(app: typer.Typer) -> None:
                 else f"analyst {who} on dataset {dataset}")
         emit(f"budget of {whom}: {status}")
         emit("ledger: ", location, stderr=True)
+
+    @budget_app.command("grant")
+    @handle_errors
+    def grant_command(
+        dataset: Annotated[str, DATASET_OPTION],
+        analyst: Annotated[str, ANALYST_OPTION],
+        epsilon: Annotated[str | None, typer.Option("--epsilon", "-e", help="Total ε.")] = None,
+        delta: Annotated[str | None, typer.Option("--delta", "-d", help="Total δ.")] = None,
+        rho: Annotated[str | None, typer.Option("--rho", help="Total ρ (zCDP).")] = None,
+        ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        json_output: bool = JSON_OPTION,
+    ) -> None:
+        """Grant an analyst a budget on a dataset (the same as `budget set --analyst`)."""
+        set_command(dataset, analyst, epsilon, delta, rho, ledger, json_output)
 
     @budget_app.command("show")
     @handle_errors

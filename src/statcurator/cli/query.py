@@ -3,6 +3,7 @@
     statcurator query DATA --metadata M.toml --epsilon 0.5 [--delta D] [--alpha 0.05]
                       [--engine duckdb|spark] [--dry-run] [--json]
                       [--ledger PATH|:memory:] [--analyst NAME] [--request-id ID] "SELECT ..."
+    statcurator query --server URL --token T --epsilon 0.5 [--dry-run] "SELECT ..."
 
 DATA is a CSV or Parquet file, a DuckDB database (``FILE.duckdb`` or ``FILE.duckdb:TABLE``),
 or ``adult`` (the bundled demo, table ``adult``). The table is named by the metadata's
@@ -42,10 +43,12 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def query_command(
         data: Annotated[str, typer.Argument(
-            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), or 'adult'.")],
-        sql: Annotated[str, typer.Argument(help="The SQL query (an aggregate SELECT).")],
+            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), or 'adult' "
+                 "(with --server: the SQL query alone).")],
         epsilon: Annotated[str, typer.Option("--epsilon", "-e",
                                              help="Privacy loss ε to spend.")],
+        sql: Annotated[str | None, typer.Argument(
+            help="The SQL query (an aggregate SELECT).")] = None,
         metadata: Annotated[Path | None, typer.Option(
             "--metadata", "-m", help="Dataset metadata (TOML).")] = None,
         delta: Annotated[str | None, typer.Option(
@@ -62,6 +65,10 @@ def register(app: typer.Typer) -> None:
             "--request-id", help="Idempotency key: a replay returns the stored answer, free.")] = None,
         rows: Annotated[int | None, typer.Option(
             "--rows", help="Public estimate of n for the accuracy of AVG in dry runs.")] = None,
+        server: Annotated[str | None, typer.Option(
+            "--server", help="Ask a running `statcurator serve` at this URL instead.")] = None,
+        token: Annotated[str | None, typer.Option(
+            "--token", envvar="STATCURATOR_TOKEN", help="API token for --server.")] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Answer an aggregate SQL query with differential privacy (intervals included)."""
@@ -75,6 +82,18 @@ def register(app: typer.Typer) -> None:
                                         remedy="--alpha 0.05 gives 95% intervals")
         if engine not in ("duckdb", "spark"):
             raise InvalidParameterError(f"unknown engine {engine!r}", remedy="use duckdb or spark")
+        if server is not None:  # the client side: the server's token is the analyst
+            from .serve import remote_query
+
+            remote_query(server, token, sql if sql is not None else data, epsilon=eps,
+                         delta=dlt, alpha=alpha, dry_run=dry_run, request_id=request_id,
+                         rows=rows, json_output=json_output, warnings=_warnings(eps))
+            return
+        if sql is None:
+            raise InvalidParameterError("no SQL query given",
+                                        remedy='pass DATA and then the query, e.g. statcurator '
+                                               'query adult --epsilon 1 "SELECT COUNT(*) FROM '
+                                               'adult"')
         who = _analyst(analyst)
         location = ledger_path(ledger)
         throwaway = location == MEMORY

@@ -333,7 +333,7 @@ class Frame(Generic[T]):
                  _relation: Relation | None = None) -> None:
         info = catalog.table_info(table)
         self.catalog = catalog
-        self.finish: Callable[[QueryPlan], Any] = finish or (lambda plan: plan)
+        self.finish: Callable[[QueryPlan], T] = finish or _identity  # type: ignore[assignment]
         self.relation: Relation = _relation or Scan(info.name, alias or info.name)
         self.scope = Scope(catalog, self.relation.scans())
 
@@ -408,13 +408,14 @@ class Frame(Generic[T]):
         """Group by columns or expressions (``col('age').bin([...]).alias('band')``)."""
         gk: list[tuple[str | None, Expr]] = []
         for k in keys:
+            e: Expr
             if isinstance(k, str):
-                e = self.scope.resolve(k)
-                gk.append((e.name, e))
-            else:
-                e = qualify(_expr(k), self.scope)
-                name = k.name if isinstance(k, E) else None
-                gk.append((name or (e.name if isinstance(e, Col) else None), e))
+                col = self.scope.resolve(k)
+                gk.append((col.name, col))
+                continue
+            e = qualify(_expr(k), self.scope)
+            name = k.name if isinstance(k, E) else None
+            gk.append((name or (e.name if isinstance(e, Col) else None), e))
         named = [n or f"group_{i + 1}" for i, (n, _) in enumerate(gk)]
         out: list[GroupKey] = []
         for n, (_, e) in zip(unique_names(named), gk, strict=True):
@@ -425,6 +426,10 @@ class Frame(Generic[T]):
     def agg(self, *aggs: Any, **named: Any) -> T:
         """Aggregate the whole table (no GROUP BY)."""
         return GroupedFrame(self, ()).agg(*aggs, **named)
+
+
+def _identity(plan: QueryPlan) -> QueryPlan:
+    return plan
 
 
 class GroupedFrame(Generic[T]):
@@ -441,7 +446,8 @@ class GroupedFrame(Generic[T]):
         items += list(named.items())
         if not items:
             raise UnsupportedQueryError("no aggregate given", remedy="e.g. .agg(count())")
-        exprs, names = [], []
+        exprs: list[Expr] = []
+        names: list[str] = []
         for name, a in items:
             e = qualify(_expr(a), self.frame.scope)
             e = key_refs(e, self.keys, "agg()")

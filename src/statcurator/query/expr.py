@@ -16,6 +16,7 @@ inside the engine; :class:`Agg` and :class:`KeyRef` appear only in a query's out
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any
@@ -88,7 +89,7 @@ class Expr:
         return self.sql()
 
 
-def walk(expr: Expr):
+def walk(expr: Expr) -> Iterator[Expr]:
     """Pre-order traversal of an expression tree.
 
     >>> [type(e).__name__ for e in walk(Neg(Col("x")))]

@@ -17,7 +17,8 @@ Col(name='age', table='t')
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..core.errors import UnsupportedQueryError
 from .catalog import Catalog, TableInfo
@@ -83,9 +84,9 @@ class Scope:
         return self.tables[col.table]  # type: ignore[index]
 
 
-def replace_children(expr: Expr, fn) -> Expr:
+def replace_children(expr: Expr, fn: Callable[[Expr], Expr]) -> Expr:
     """Rebuild ``expr`` with ``fn`` applied to each direct child expression."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(expr):  # type: ignore[arg-type]
         v = getattr(expr, f.name)
         if isinstance(v, Expr):

@@ -255,7 +255,7 @@ class _Converter:
         return tuple(pairs)
 
     # -- GROUP BY and outputs ----------------------------------------------------------
-    def group_keys(self, tree: Any, bodies: list, aliases: list, scope: Scope) -> list[GroupKey]:
+    def group_keys(self, tree: Any, bodies: list[Any], aliases: list[str | None], scope: Scope) -> list[GroupKey]:
         exp = self.exp
         group = tree.args.get("group")
         if group is None:
@@ -288,18 +288,19 @@ class _Converter:
             if name is None:
                 name = e.name if isinstance(e, Col) else f"group_{len(keys) + 1}"
             keys.append((name, e))
-        names = unique_names(n for n, _ in keys)
-        out = []
+        names = unique_names(n or f"group_{i + 1}" for i, (n, _) in enumerate(keys))
+        out: list[GroupKey] = []
         for n, (_, e) in zip(names, keys, strict=True):
             if any(k.expr == e for k in out):
                 continue
             out.append(GroupKey(n, e))
         return out
 
-    def outputs(self, bodies: list, aliases: list, keys: list[GroupKey],
+    def outputs(self, bodies: list[Any], aliases: list[str | None], keys: list[GroupKey],
                 scope: Scope) -> list[Output]:
         exp = self.exp
-        exprs, names = [], []
+        exprs: list[Expr] = []
+        names: list[str] = []
         for i, (body, alias) in enumerate(zip(bodies, aliases, strict=True)):
             e = self.output(body, keys, scope, "SELECT", {})
             exprs.append(e)
@@ -325,7 +326,7 @@ class _Converter:
             return "count"
         if isinstance(node, exp.Anonymous):
             return str(node.this).lower()
-        key = getattr(node, "key", None)
+        key = str(getattr(node, "key", ""))
         return {"variance": "var", "variancepop": "var_pop", "stddevsamp": "stddev",
                 "stddevpop": "stddev_pop", "percentilecont": "percentile_cont",
                 "percentiledisc": "percentile_disc", "approxquantile": "quantile"}.get(key, key)
@@ -352,7 +353,9 @@ class _Converter:
         agg = self.aggregate(node, scope)
         if agg is not None:
             return agg
-        sub = lambda n: self.output(n, keys, scope, where, named)  # noqa: E731
+        def sub(n: Any) -> Expr:
+            return self.output(n, keys, scope, where, named)
+
         if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
             op = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}[type(node)]
             return Arith(op, sub(node.this), sub(node.expression))
@@ -491,7 +494,9 @@ class _Converter:
         if isinstance(node, exp.AggFunc):
             raise _refuse(f"an aggregate in {where}",
                           "aggregates belong in SELECT or HAVING; filter rows with WHERE")
-        sub = lambda n: self.row(n, scope, where)  # noqa: E731
+        def sub(n: Any) -> Expr:
+            return self.row(n, scope, where)
+
         cmp = self._comparison(node)
         if cmp is not None:
             return Compare(cmp, sub(node.this), sub(node.expression))

@@ -1,0 +1,174 @@
+"""``statcurator serve``: prepare the ledger, the store and the admin token, then run uvicorn.
+
+The parent process checks the configuration, opens the ledger (verifying its chain), gives
+datasets and configured analysts their initial budgets, creates the admin on first start
+(printing its token once) and binds the socket; then it serves — in process with one worker,
+or through uvicorn's worker processes, each of which builds its own Curator from the same
+configuration (:func:`~statcurator.service._app.app_from_environment`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._config import ServiceConfig
+
+__all__ = ["serve", "prepare", "analysts_add", "analysts_list", "analysts_rotate"]
+
+
+def prepare(config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
+    """Open the service (budgets initialized) and create the admin and the configured
+    analysts that have no token yet. Returns the service and what to tell the operator
+    (``tokens``: new tokens, shown once; ``notices``)."""
+    from ._core import CuratorService
+
+    svc = CuratorService.from_config(config)
+    info: dict[str, Any] = {"tokens": {}, "notices": svc.initialize()}
+    if not svc.store.has_admin():
+        p, token = svc.add_analyst(None, "admin", role="admin")
+        info["tokens"][p.name] = token
+    for name in config.analysts:
+        if svc.store.get(name) is None:
+            p, token = svc.add_analyst(None, name)
+            info["tokens"][p.name] = token
+    return svc, info
+
+
+def serve(config_path: str | None, *, host: str | None = None, port: int | None = None,
+          workers: int | None = None, as_json: bool = False,
+          say: Callable[..., None] | None = None) -> None:
+    """Run the service until interrupted (Ctrl-C / SIGTERM stop it cleanly)."""
+    import uvicorn
+
+    from ..cli._common import emit, print_json
+    from ._app import CONFIG_ENV, create_app
+
+    config = ServiceConfig.load(config_path)
+    server = config.server
+    server = replace(server, **{k: v for k, v in (("host", host), ("port", port),
+                                                  ("workers", workers)) if v is not None})
+    config = replace(config, server=server)
+    svc, info = prepare(config)
+    sock = _bind(server.host, server.port)
+    actual = sock.getsockname()[1]
+    shown = f"[{server.host}]" if ":" in server.host else server.host
+    url = f"http://{shown}:{actual}/"
+    location = config.ledger_location()
+    if as_json:
+        print_json({"url": url, "api": url + "docs", "openapi": url + "openapi.json",
+                    "ledger": location, "workers": server.workers, "config": config.source,
+                    "datasets": list(svc.curator.tables), "tokens": info["tokens"],
+                    "notices": info["notices"]})
+    else:
+        (say or emit)(("statcurator is serving", "bold green"), f" {len(svc.curator.tables)} "
+                      f"dataset(s) on {config.engine}")
+        emit("  console:  ", url)
+        emit("  API docs: ", url + "docs", "  (OpenAPI: ", url + "openapi.json", ")")
+        emit("  ledger:   ", location)
+        emit("  config:   ", config.source)
+        for note in info["notices"]:
+            emit(("  notice: ", "yellow"), note)
+        for name, token in info["tokens"].items():
+            emit((f"  {'admin' if name == 'admin' else 'analyst ' + name} token (shown once; "
+                  "keep it): ", "bold"), token)
+        if not info["tokens"]:
+            emit("  sign in with your token (lost it? `statcurator analysts rotate admin`)")
+    import sys
+
+    sys.stdout.flush()
+    try:
+        if server.workers == 1:
+            from ._faults import install_fault
+
+            install_fault(svc)
+            ucfg = uvicorn.Config(create_app(svc), log_level="warning", access_log=False,
+                                  timeout_graceful_shutdown=5)
+            uvicorn.Server(ucfg).run(sockets=[sock])
+        else:
+            svc.close()
+            svc = None
+            os.environ[CONFIG_ENV] = str(Path(config_path).resolve()) if config_path else ""
+            _env_overrides(host, port, workers)
+            # uvicorn's own worker processes, on the socket bound above (fd)
+            uvicorn.run("statcurator.service._app:app_from_environment", factory=True,
+                        workers=server.workers, fd=sock.fileno(), log_level="warning",
+                        access_log=False, timeout_graceful_shutdown=5)
+    finally:
+        sock.close()
+        if svc is not None:
+            svc.close()
+
+
+def _env_overrides(host: str | None, port: int | None, workers: int | None) -> None:
+    """Command-line values reach the worker processes as environment overrides."""
+    for key, value in (("HOST", host), ("PORT", port), ("WORKERS", workers)):
+        if value is not None:
+            os.environ[f"STATCURATOR_SERVER__{key}"] = (f'"{value}"' if key == "HOST"
+                                                         else str(value))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    from ..core.errors import InvalidParameterError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP;
+    # without it, Nagle's algorithm holds every response back ~40 ms (delayed ACKs)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise InvalidParameterError(f"cannot listen on {host}:{port}: {e.strerror or e}",
+                                    remedy="choose another port (--port, server.port; 0 picks "
+                                           "a free one) or stop what uses it") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+# -- the CLI's analysts commands ---------------------------------------------------------------
+
+def _open(config_path: str | None) -> Any:
+    from ._core import CuratorService
+
+    return CuratorService.from_config(ServiceConfig.load(config_path))
+
+
+def analysts_add(config_path: str | None, name: str, role: str = "analyst"
+                 ) -> dict[str, Any]:
+    svc = _open(config_path)
+    try:
+        p, token = svc.add_analyst(None, name, role)
+        grants = svc.budget(p)["grants"]
+        return {"analyst": p.name, "role": p.role, "token": token, "grants": grants,
+                "store": svc.store.location}
+    finally:
+        svc.close()
+
+
+def analysts_list(config_path: str | None) -> dict[str, Any]:
+    from ._store import Principal
+
+    svc = _open(config_path)
+    try:
+        return {"store": svc.store.location, **svc.analysts(Principal("(operator)", "admin"))}
+    finally:
+        svc.close()
+
+
+def analysts_rotate(config_path: str | None, name: str) -> dict[str, Any]:
+    from ._store import Principal
+
+    svc = _open(config_path)
+    try:
+        token = svc.rotate(Principal("(operator)", "admin"), name)
+        return {"analyst": name, "token": token, "store": svc.store.location}
+    finally:
+        svc.close()

@@ -1,0 +1,251 @@
+"""The service's own store: analysts with their token hashes, and datasets registered
+through the API (so that every service process serves them).
+
+API tokens are random, shown once, stored only as hashes; the analyst is what a token says.
+
+A token is ``sct_`` followed by 32 random bytes (``secrets.token_urlsafe``): 256 bits that no
+one can guess, so a plain SHA-256 of it is enough to store — a slow password hash protects
+guessable secrets, and these are not guessable; a stolen copy of the store gives hashes that
+cannot be turned back into tokens. Each analyst has one live token; rotating replaces its hash
+(the old token stops working at once, in every process), while the analyst's *identity* — the
+normalized name the ledger charges — stays, so no spent budget is lost or refunded.
+
+Where the hashes live. Not in the ledger: the ledger is an append-only, exported, audited
+record of privacy spending, while tokens are credentials that change (rotation) and that no
+auditor should receive. They live beside it, in the same kind of store so that every service
+process sees the same tokens: a SQLite file next to a SQLite ledger (``ledger.tokens.db``, mode
+0600), or the table ``statcurator_tokens`` in the PostgreSQL database of a PostgreSQL ledger.
+
+>>> import tempfile, pathlib
+>>> store = ServiceStore.sqlite(pathlib.Path(tempfile.mkdtemp()) / "t.db")
+>>> who, token = store.add("Alice")
+>>> who, token.startswith("sct_")
+(Principal(name='alice', role='analyst'), True)
+>>> store.authenticate(token)
+Principal(name='alice', role='analyst')
+>>> new = store.rotate("alice")
+>>> store.authenticate(token) is None, store.authenticate(new).name
+(True, 'alice')
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import InvalidParameterError, LedgerError
+
+__all__ = ["ServiceStore", "Principal", "ROLES", "TOKEN_PREFIX", "token_hash"]
+
+TOKEN_PREFIX = "sct_"
+ROLES = ("admin", "analyst")
+_TABLE = "statcurator_tokens"
+_DATASETS = "statcurator_datasets"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request comes from: the normalized analyst identity and its role."""
+
+    name: str
+    role: str
+
+    @property
+    def admin(self) -> bool:
+        return self.role == "admin"
+
+
+def token_hash(token: str) -> str:
+    """SHA-256 of a token (hex): what the store keeps."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class ServiceStore:
+    """The analysts and the hashes of their tokens (SQLite file or PostgreSQL table)."""
+
+    def __init__(self, connect: Any, placeholder: str, location: str) -> None:
+        self._connect = connect
+        self._ph = placeholder
+        self.location = location
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._pid = -1
+        with self._lock:
+            self._ensure()
+
+    @classmethod
+    def sqlite(cls, path: str | os.PathLike[str]) -> ServiceStore:
+        p = Path(path).expanduser()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if not p.exists():  # created private: hashes are not secrets, but nobody needs them
+            p.touch(mode=0o600)
+
+        def connect() -> Any:
+            conn = sqlite3.connect(p, timeout=30, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            for ddl in _DDL:
+                conn.execute(ddl)
+            return conn
+
+        return cls(connect, "?", str(p))
+
+    @classmethod
+    def postgres(cls, dsn: str, schema: str = "public") -> ServiceStore:
+        def connect() -> Any:
+            import psycopg
+
+            conn = psycopg.connect(dsn, autocommit=True)
+            races = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
+                     psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema)
+            for ddl in (f'CREATE SCHEMA IF NOT EXISTS "{schema}"',
+                        f'SET search_path TO "{schema}"',
+                        *_DDL):
+                with contextlib.suppress(*races):  # another process created it meanwhile
+                    conn.execute(ddl)
+            return conn
+
+        return cls(connect, "%s", f"PostgreSQL table {schema}.{_TABLE}")
+
+    # -- operations ---------------------------------------------------------------------
+    def add(self, name: str, role: str = "analyst") -> tuple[Principal, str]:
+        """Create an analyst (or the admin) and return it with its token, shown only now."""
+        from ..accounting import analyst_id
+
+        if role not in ROLES:
+            raise InvalidParameterError(f"unknown role {role!r}", remedy="use admin or analyst")
+        who = analyst_id(name)
+        token = _new_token()
+        if self.get(who) is not None:
+            raise InvalidParameterError(
+                f"analyst {who!r} already exists",
+                remedy=f"rotate the token instead (statcurator analysts rotate {who})")
+        self._run(f"INSERT INTO {_TABLE} (analyst, role, token_hash, hint, created_at, "
+                  f"generation) VALUES ({self._marks(6)})",
+                  (who, role, token_hash(token), token[:8], _now(), 1))
+        return Principal(who, role), token
+
+    def rotate(self, name: str) -> str:
+        """A new token for ``name``; the old one stops working. Budgets are untouched (they
+        belong to the identity, not to the token)."""
+        from ..accounting import analyst_id
+
+        who = analyst_id(name)
+        token = _new_token()
+        ph = self._ph
+        count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
+                          f"{ph}, generation = generation + 1 WHERE analyst = {ph}",
+                          (token_hash(token), token[:8], _now(), who), rowcount=True)
+        if not count:
+            raise InvalidParameterError(f"there is no analyst {who!r}",
+                                        remedy=f"create it first: statcurator analysts add {who}")
+        return token
+
+    def authenticate(self, token: str | None) -> Principal | None:
+        """The principal a token stands for, or None (unknown, malformed, rotated away)."""
+        if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 128:
+            return None
+        rows = self._run(f"SELECT analyst, role FROM {_TABLE} WHERE token_hash = {self._ph}",
+                         (token_hash(token),), fetch=True)
+        return Principal(rows[0][0], rows[0][1]) if rows else None
+
+    def get(self, name: str) -> Principal | None:
+        rows = self._run(f"SELECT analyst, role FROM {_TABLE} WHERE analyst = {self._ph}",
+                         (name,), fetch=True)
+        return Principal(rows[0][0], rows[0][1]) if rows else None
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every analyst: name, role, token hint (its first 8 characters), dates."""
+        rows = self._run(f"SELECT analyst, role, hint, created_at, rotated_at, generation "
+                         f"FROM {_TABLE} ORDER BY analyst", (), fetch=True)
+        keys = ("analyst", "role", "token_hint", "created_at", "rotated_at", "tokens_issued")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def add_dataset(self, name: str, data: str, metadata: str | None) -> None:
+        """Remember a dataset registered through the API (every process registers it)."""
+        self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) VALUES "
+                  f"({self._marks(4)})", (name, data, metadata, _now()))
+
+    def datasets(self) -> list[tuple[str, str, str | None]]:
+        """The datasets registered through the API: (name, data, metadata), oldest first."""
+        return [tuple(r) for r in self._run(
+            f"SELECT name, data, metadata FROM {_DATASETS} ORDER BY created_at, name", (),
+            fetch=True)]
+
+    def has_admin(self) -> bool:
+        return bool(self._run(f"SELECT 1 FROM {_TABLE} WHERE role = 'admin'", (), fetch=True))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    # -- plumbing -----------------------------------------------------------------------
+    def _marks(self, n: int) -> str:
+        return ", ".join([self._ph] * n)
+
+    def _ensure(self) -> Any:
+        if self._conn is None or self._pid != os.getpid():  # a forked child reconnects
+            try:
+                self._conn = self._connect()
+            except Exception as e:  # sqlite3/psycopg errors: the store cannot be reached
+                raise LedgerError(f"cannot open the token store ({self.location}): {e}",
+                                  remedy="check ledger.path / ledger.dsn and permissions"
+                                  ) from None
+            self._pid = os.getpid()
+        return self._conn
+
+    def _run(self, sql: str, params: tuple[Any, ...], *, fetch: bool = False,
+             rowcount: bool = False) -> Any:
+        with self._lock:
+            for attempt in (0, 1):
+                conn = self._ensure()
+                try:
+                    cur = conn.execute(sql, params)
+                    if fetch:
+                        return cur.fetchall()
+                    return cur.rowcount if rowcount else None
+                except (sqlite3.IntegrityError, _pg_integrity()) as e:
+                    raise InvalidParameterError(f"the token store refused the change: {e}",
+                                                remedy="retry; the name may be taken") from None
+                except Exception:
+                    # a dropped connection (PostgreSQL restarted): reconnect once
+                    self._conn = None
+                    if attempt:
+                        raise
+        return None  # pragma: no cover
+
+
+def _pg_integrity() -> type[BaseException]:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - SQLite only
+        return sqlite3.IntegrityError
+    return psycopg.errors.IntegrityError
+
+
+_TOKEN_COLUMNS = ("analyst TEXT PRIMARY KEY, role TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE, "
+            "hint TEXT NOT NULL, created_at TEXT NOT NULL, rotated_at TEXT, "
+            "generation INTEGER NOT NULL")
+_DDL = (f"CREATE TABLE IF NOT EXISTS {_TABLE} ({_TOKEN_COLUMNS})",
+        f"CREATE TABLE IF NOT EXISTS {_DATASETS} (name TEXT PRIMARY KEY, data TEXT NOT NULL, "
+        "metadata TEXT, created_at TEXT NOT NULL)")

@@ -1,0 +1,177 @@
+"""The HTTP API in process, on a SQLite and a PostgreSQL ledger: roles, isolation between
+analysts, debit before release, idempotent request ids, stored answers."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from .conftest import Setup
+
+COUNT = "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex"
+
+
+def test_openapi_is_published_and_names_the_bearer_scheme(api) -> None:
+    doc = api.get("/openapi.json").json()
+    assert {"/v1/queries", "/v1/queries/dry-run", "/v1/datasets", "/v1/budget",
+            "/v1/releases/{request_id}", "/v1/admin/analysts"} <= set(doc["paths"])
+    assert any(s.get("scheme") == "bearer" for s in doc["components"]["securitySchemes"].values())
+    assert api.get("/healthz").json()["ok"] is True
+
+
+def test_schema_shows_declared_metadata_only(api, setup: Setup) -> None:
+    ds = api.get("/v1/datasets", headers=setup.headers("alice")).json()["datasets"]
+    assert [d["name"] for d in ds] == ["adult"]
+    cols = {c["name"]: c for c in ds[0]["columns"]}
+    assert cols["age"]["bounds"] == ["0", "120"] and cols["sex"]["categories"]
+    # no private value: no row count unless declared, no min/max read from the data
+    assert ds[0]["rows"] is None and "min" not in str(cols["age"])
+    one = api.get("/v1/datasets/adult", headers=setup.headers("alice")).json()
+    assert one["budget"]["analyst"]["remaining"] == {"epsilon": "1"}
+    assert "dataset" not in one["budget"]  # an analyst sees the dataset's remaining only
+    r = api.get("/v1/datasets/nope", headers=setup.headers("alice"))
+    assert r.status_code == 404 and "adult" in r.json()["remedy"]
+
+
+def test_dry_run_spends_nothing_and_run_debits_before_answering(api, setup: Setup) -> None:
+    h = setup.headers("alice")
+    before = setup.ledger_rows()
+    dry = api.post("/v1/queries/dry-run", json={"sql": COUNT, "epsilon": "1/4"}, headers=h)
+    assert dry.status_code == 200 and dry.json()["cost"] == {"epsilon": "1/4"}
+    assert dry.json()["accuracy"][0]["halfwidth"] == pytest.approx(12.0)
+    assert setup.ledger_rows() == before
+    r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": "1/4"}, headers=h)
+    out = r.json()
+    assert r.status_code == 200 and out["replayed"] is False
+    assert out["release"]["columns"] == ["sex", "n", "n_low", "n_high"]
+    assert out["budget"]["analyst"]["remaining"] == {"epsilon": "3/4"}
+    led = setup.svc.curator.ledger
+    charges = led.charges(analyst="alice")
+    assert len(charges) == 1 and charges[0].answered and charges[0].cost.epsilon == Fraction(1, 4)
+
+
+def test_idempotency_key_returns_the_stored_answer_charged_once(api, setup: Setup) -> None:
+    h = setup.headers("alice", **{"Idempotency-Key": "req-1"})
+    first = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5}, headers=h).json()
+    again = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5}, headers=h).json()
+    assert again["replayed"] is True and again["release"]["rows"] == first["release"]["rows"]
+    assert setup.svc.curator.ledger.status("alice", "adult").spent.epsilon == Fraction(1, 2)
+    stored = api.get("/v1/releases/req-1", headers=setup.headers("alice")).json()
+    assert stored["release"]["rows"] == first["release"]["rows"]
+    # the same key for another query is a conflict, not fresh noise
+    r = api.post("/v1/queries", json={"sql": "SELECT COUNT(*) FROM adult", "epsilon": 0.5},
+                 headers=h)
+    assert r.status_code == 409 and r.headers["content-type"] == "application/problem+json"
+    # request ids are scoped to the analyst: bob's req-1 is his own, and alice's is hidden
+    assert api.get("/v1/releases/req-1", headers=setup.headers("bob")).status_code == 404
+    bob = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5},
+                   headers=setup.headers("bob", **{"Idempotency-Key": "req-1"})).json()
+    assert bob["replayed"] is False
+
+
+def test_analysts_see_only_their_own_budgets_and_history(api, setup: Setup) -> None:
+    api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.25}, headers=setup.headers("bob"))
+    alice = api.get("/v1/budget", headers=setup.headers("alice")).json()
+    assert alice["analyst"] == "alice" and [g["charges"] for g in alice["grants"]] == [0]
+    text = str(api.get("/v1/budget/history", headers=setup.headers("alice")).json())
+    text += str(api.get("/v1/releases", headers=setup.headers("alice")).json())
+    assert "bob" not in text and COUNT not in text
+    assert len(api.get("/v1/releases", headers=setup.headers("bob")).json()["releases"]) == 1
+
+
+def test_no_request_field_names_an_analyst(api, setup: Setup) -> None:
+    before = setup.ledger_rows()
+    r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5, "analyst": "bob"},
+                 headers=setup.headers("alice"))
+    assert r.status_code == 422 and "token" in r.json()["remedy"]
+    assert setup.ledger_rows() == before
+
+
+def test_admin_endpoints_refuse_analysts(api, setup: Setup) -> None:
+    h = setup.headers("alice")
+    for method, path, body in (("get", "/v1/admin/analysts", None),
+                               ("get", "/v1/admin/ledger", None),
+                               ("put", "/v1/admin/analysts/alice/budgets/adult", {"epsilon": 9}),
+                               ("put", "/v1/admin/datasets/adult/budget", {"epsilon": 99}),
+                               ("post", "/v1/admin/analysts", {"name": "mallory"})):
+        r = api.request(method, path, json=body, headers=h)
+        assert r.status_code == 403, path
+    assert setup.svc.curator.ledger.status("alice", "adult").total.epsilon == 1
+
+
+def test_the_curator_grants_rotates_and_reads_the_ledger(api, setup: Setup) -> None:
+    h = setup.headers("admin")
+    api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5}, headers=setup.headers("alice"))
+    g = api.put("/v1/admin/analysts/Alice/budgets/adult", json={"epsilon": 3}, headers=h)
+    assert g.status_code == 200 and g.json()["remaining"] == {"epsilon": "5/2"}
+    new = api.post("/v1/admin/analysts/alice/rotate", headers=h).json()["token"]
+    assert api.get("/v1/me", headers=setup.headers("alice")).status_code == 401
+    me = {"Authorization": f"Bearer {new}"}
+    budget = api.get("/v1/budget", headers=me).json()["grants"][0]
+    assert budget["spent"] == {"epsilon": "1/2"}  # rotation kept what was spent
+    analysts = api.get("/v1/admin/analysts", headers=h).json()["analysts"]
+    assert {a["analyst"] for a in analysts} == {"admin", "alice", "bob"}
+    assert all(len(a["token_hint"]) == 8 for a in analysts)
+    assert new not in str(analysts) and setup.tokens["bob"] not in str(analysts)
+    rows = api.get("/v1/admin/ledger", headers=h).json()["entries"]
+    assert any(e["type"] == "charge" and e["analyst"] == "alice" for e in rows)
+    assert api.get("/v1/admin/ledger/verify", headers=h).json()["ok"] is True
+    d = api.put("/v1/admin/datasets/adult/budget", json={"epsilon": 20}, headers=h).json()
+    assert d["total"] == {"epsilon": "20"}
+
+
+def test_an_analyst_rotates_their_own_token(api, setup: Setup) -> None:
+    new = api.post("/v1/me/rotate", headers=setup.headers("bob")).json()["token"]
+    assert api.get("/v1/me", headers={"Authorization": f"Bearer {new}"}).json()["analyst"] == "bob"
+    r = api.post("/v1/admin/analysts/alice/rotate", headers={"Authorization": f"Bearer {new}"})
+    assert r.status_code == 403
+
+
+def test_over_budget_is_refused_and_records_nothing(api, setup: Setup) -> None:
+    before = setup.ledger_rows()
+    r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 2}, headers=setup.headers("bob"))
+    body = r.json()
+    assert r.status_code == 403 and "exceeds" in body["detail"] and body["remedy"]
+    assert setup.ledger_rows() == before
+
+
+def test_identical_repeats_return_the_stored_answer_when_enabled(setup: Setup) -> None:
+    from dataclasses import replace
+
+    svc = setup.svc
+    svc.config = replace(svc.config, repeat="stored")
+    alice = svc.store.get("alice")
+    body = {"sql": COUNT, "epsilon": 0.25}
+    first = svc.run(alice, body)
+    # the same plan (other spacing, other key) and parameters: stored, free
+    second = svc.run(alice, {**body, "sql": COUNT.replace(" ", "  ")}, "another-key")
+    assert second["replayed"] and second["release"]["rows"] == first["release"]["rows"]
+    assert svc.curator.ledger.status("alice", "adult").spent.epsilon == Fraction(1, 4)
+    # another ε is another query; another analyst pays for their own answer
+    assert not svc.run(alice, {**body, "epsilon": 0.5})["replayed"]
+    assert not svc.run(svc.store.get("bob"), body)["replayed"]
+
+
+def test_anonymize_and_attack_reports_for_the_curator(api, setup: Setup) -> None:
+    h = setup.headers("admin")
+    spec = {"k": 10, "qi": ["age", "sex"], "sensitive": "occupation", "algorithm": "mondrian"}
+    rep = api.post("/v1/admin/datasets/adult/anonymize", json=spec, headers=h).json()
+    assert rep["min_class_size"] >= 10 and all(rep["verified"].values())
+    html = api.get(f"/v1/admin/anonymized/{rep['id']}/report.html", headers=h)
+    assert html.status_code == 200 and "<html" in html.text.lower()
+    risk = api.post("/v1/admin/attacks", json={"dataset": "adult", "attack": "homogeneity",
+                                               "anonymization": spec}, headers=h).json()
+    assert risk["targets"] == 30162 and 0 <= risk["rate"] <= 1
+    r = api.post("/v1/admin/attacks", json={"dataset": "adult", "attack": "nope"}, headers=h)
+    assert r.status_code == 400 and "homogeneity" in r.json()["remedy"]
+    assert api.post("/v1/admin/datasets/adult/anonymize", json=spec,
+                    headers=setup.headers("alice")).status_code == 403
+
+
+def test_estimates_are_charged_like_queries(api, setup: Setup) -> None:
+    r = api.post("/v1/estimates", json={"dataset": "adult", "estimator": "median",
+                                        "column": "age", "epsilon": 0.5},
+                 headers=setup.headers("alice"))
+    assert r.status_code == 200 and 30 <= r.json()["value"] <= 45
+    assert setup.svc.curator.ledger.status("alice", "adult").spent.epsilon == Fraction(1, 2)

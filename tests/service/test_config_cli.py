@@ -1,0 +1,111 @@
+"""The configuration (keys, environment overrides, refusals naming key and remedy) and the
+command line around the service: analysts add|list|rotate, budget grant, query --server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from statcurator.cli import app
+from statcurator.service import ConfigError, ServiceConfig
+
+from .conftest import start_server, write_config
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("doc, env, key", [
+    ({"server": {"port": "80"}}, {}, "server.port"),
+    ({"server": {"workers": 0}}, {}, "server.workers"),
+    ({"server": {"max_body_bytes": 10}}, {}, "server.max_body_bytes"),
+    ({"ledger": {"path": "a.db", "dsn": "postgresql://x/y"}}, {}, "ledger.dsn"),
+    ({"ledger": {"dsn": "mysql://x"}}, {}, "ledger.dsn"),
+    ({"engine": {"name": "oracle"}}, {}, "engine.name"),
+    ({"queries": {"repeat": "always"}}, {}, "queries.repeat"),
+    ({"datasets": [{"name": "a"}]}, {}, "datasets[0].data"),
+    ({"datasets": [{"name": "a", "data": "adult", "budget": {"epsilon": -1}}]}, {},
+     "datasets[0].budget"),
+    ({"datasets": [{"name": "a", "data": "adult", "budget": {"epsiln": 1}}]}, {},
+     "datasets[0].budget.epsiln"),
+    ({"analysts": {"bob": {"nope": {"epsilon": 1}}}}, {}, "analysts.bob.nope"),
+    ({"colour": 1}, {}, "colour"),
+    ({}, {"STATCURATOR_SERVER__PORT": "abc"}, "STATCURATOR_SERVER__PORT"),
+    ({}, {"STATCURATOR_NOPE__X": "1"}, "STATCURATOR_NOPE__X"),
+])
+def test_bad_configuration_names_the_key_and_the_remedy(doc, env, key) -> None:
+    with pytest.raises(ConfigError) as err:
+        ServiceConfig.parse(doc, env=env)
+    assert key in str(err.value) and err.value.remedy
+
+
+def test_environment_overrides_and_the_demo_defaults(tmp_path: Path) -> None:
+    cfg = ServiceConfig.load(None, env={"STATCURATOR_SERVER__PORT": "9001",
+                                        "STATCURATOR_QUERIES__REPEAT": "stored",
+                                        "STATCURATOR_LEDGER": "ignored: not a key override"})
+    assert cfg.server.port == 9001 and cfg.repeat == "stored"
+    assert cfg.server.host == "127.0.0.1" and cfg.engine == "duckdb"
+    assert [d.name for d in cfg.datasets] == ["adult"] and cfg.datasets[0].budget is not None
+    path = tmp_path / "c.toml"
+    path.write_text('[ledger]\npath = "sub/ledger.db"\n', encoding="utf-8")
+    loaded = ServiceConfig.load(path, env={})
+    assert loaded.sqlite_path() == tmp_path / "sub" / "ledger.db"
+    assert loaded.tokens_path() == tmp_path / "sub" / "ledger.tokens.db"
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        path.write_text("[server\n", encoding="utf-8")
+        ServiceConfig.load(path, env={})
+
+
+def test_a_bad_configuration_is_refused_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[server]\nprot = 1\n", encoding="utf-8")
+    r = runner.invoke(app, ["serve", "--config", str(path), "--json"])
+    assert r.exit_code == 2
+    doc = json.loads(r.output)
+    assert "server.prot" in doc["problem"] and "server.port" in doc["remedy"]
+
+
+def test_analysts_commands_and_budget_grant(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "curator.toml", "sqlite")
+    c = ["--config", str(config), "--json"]
+    added = json.loads(runner.invoke(app, ["analysts", "add", "Dora", *c]).output)
+    assert added["analyst"] == "dora" and added["token"].startswith("sct_")
+    assert added["grants"][0]["total"] == {"epsilon": "1"}  # the configured grant
+    r = runner.invoke(app, ["budget", "grant", "--dataset", "adult", "--analyst", "dora",
+                            "--epsilon", "3", "--ledger", str(tmp_path / "ledger.db"), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["total"] == "ε=3"
+    rotated = json.loads(runner.invoke(app, ["analysts", "rotate", "dora", *c]).output)
+    listed = json.loads(runner.invoke(app, ["analysts", "list", *c]).output)
+    dora = next(a for a in listed["analysts"] if a["analyst"] == "dora")
+    assert dora["tokens_issued"] == 2 and dora["token_hint"] == rotated["token"][:8]
+    assert dora["grants"][0]["total"] == {"epsilon": "3"}
+    assert rotated["token"] not in json.dumps(listed)
+    dup = runner.invoke(app, ["analysts", "add", "DORA", *c])
+    assert dup.exit_code == 2 and "rotate" in json.loads(dup.output)["remedy"]
+
+
+@pytest.mark.slow
+def test_query_against_a_server_prints_what_the_local_command_prints(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "curator.toml", "sqlite")
+    sql = "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex"
+    with start_server(config) as server:
+        args = ["query", "--server", server.url, "--token", server.admin_token,
+                "--epsilon", "0.5"]
+        dry = runner.invoke(app, [*args, "--dry-run", "--json", sql])
+        doc = json.loads(dry.output)
+        assert doc["dry_run"] and doc["accuracy"][0]["halfwidth"] == 6.0
+        assert doc["budget"]["grant_remaining"] == "ε=1"
+        out = runner.invoke(app, [*args, "--json", "--request-id", "r1", sql])
+        remote = json.loads(out.output)
+        again = json.loads(runner.invoke(app, [*args, "--json", "--request-id", "r1", sql]).output)
+        text = runner.invoke(app, [*args, sql]).output
+        bad = runner.invoke(app, [*args[:4], "sct_nope", "--epsilon", "1", "--json", sql])
+    local = json.loads(runner.invoke(app, ["query", "adult", "--epsilon", "0.5", "--ledger",
+                                           ":memory:", "--json", sql]).output)
+    assert set(remote) == set(local)
+    assert remote["analyst"] == "admin" and remote["budget_remaining"] == "ε=0.5"
+    assert again["replayed"] is True and again["rows"] == remote["rows"]
+    assert "DP release: 2 row(s), cost ε=0.5" in text and "n interval" in text
+    assert bad.exit_code == 2 and "token" in json.loads(bad.output)["problem"]

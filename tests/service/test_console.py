@@ -1,0 +1,139 @@
+"""The web console in a real headless Chromium (Debian's, driven by Playwright), against a
+real ``statcurator serve`` process. Screenshots are kept as test artifacts in a temporary
+folder (or ``$STATCURATOR_SCREENSHOTS``); their paths are printed.
+
+Playwright cannot download its own browser here, so it drives /usr/bin/chromium, which
+scripts/setup-system.sh installs; without it these tests are skipped, naming the script.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import start_server, write_config
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="playwright is missing: pip install -e '.[dev]'")
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed: run scripts/setup-system.sh")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("console")
+    with start_server(write_config(folder / "curator.toml", "sqlite")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    target = os.environ.get("STATCURATOR_SCREENSHOTS")
+    folder = Path(target) if target else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _shot(page, shots: Path, name: str) -> None:
+    path = shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+
+
+def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -> None:
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server.url)
+    _shot(page, shots, "01-sign-in")
+    page.fill("#token", "sct_not-a-token")
+    page.click("#signin-form button")
+    page.wait_for_selector("#signin-error:has-text('not valid')")
+
+    page.fill("#token", server.admin_token)
+    page.click("#signin-form button")
+    page.wait_for_selector("#schema tr >> nth=9")  # header + nine declared columns
+    assert "admin (admin)" in page.inner_text("#who")
+    assert "[0, 120]" in page.inner_text("#schema")
+
+    # the form writes the SQL; the dry run shows cost, accuracy and what is left
+    page.select_option("#agg", "count")
+    page.select_option("#groupby", "race")
+    page.click("#build")
+    assert page.input_value("#sql") == "SELECT race, COUNT(*) AS n FROM adult GROUP BY race"
+    page.fill("#epsilon", "0.5")
+    page.click("#dryrun")
+    page.wait_for_selector("#accuracy")
+    assert "Cost ε=0.5" in page.inner_text("#estimate")
+    assert "±6" in page.inner_text("#accuracy") or "6" in page.inner_text("#accuracy")
+    before = page.get_attribute("#gauge .gauge-fg", "data-share")
+
+    page.click("#run")
+    page.wait_for_selector("#answer tr >> nth=5")  # header + five races
+    assert "interval" in page.inner_text("#answer")
+    assert page.locator("#chart rect.bar").count() == 5
+    assert page.locator("#chart line.whisker").count() == 15
+    after = page.get_attribute("#gauge .gauge-fg", "data-share")
+    assert float(after) == pytest.approx(0.5) and float(before) == pytest.approx(1.0)
+    _shot(page, shots, "02-answer-with-intervals")
+
+    # a median, with its interval, through the SQL box
+    page.fill("#sql", "SELECT sex, MEDIAN(age) AS m FROM adult GROUP BY sex")
+    page.fill("#epsilon", "0.25")
+    page.click("#run")
+    page.wait_for_selector("#answer th:has-text('m interval')")
+
+    page.click("[data-tab=history]")
+    page.wait_for_selector("#history tr >> nth=2")
+    assert "GROUP BY race" in page.inner_text("#history")
+    page.locator("#history button").nth(1).click()  # the older one: the race counts
+    page.wait_for_selector("#answer-meta:has-text('no new cost')")
+    _shot(page, shots, "03-history")
+
+    # the curator's view: datasets, analysts, a grant, an anonymization with its report
+    page.click("#admin-tab")
+    page.wait_for_selector("#admin-datasets tr >> nth=1")
+    page.fill("#new-analyst", "Carol")
+    page.click("#analyst-form button")
+    page.wait_for_selector("#new-token:has-text('sct_')")
+    token = re.search(r"sct_[A-Za-z0-9_-]+", page.inner_text("#new-token")).group(0)
+    page.wait_for_selector("#admin-analysts td:has-text('carol')")
+    page.fill("#anon-k", "10")
+    page.fill("#anon-qi", "age, sex, race")
+    page.click("#anon-form button")
+    page.wait_for_selector("#anon-report td:has-text('verified independently')", timeout=60_000)
+    assert "10-anonymity" in page.inner_text("#anon-report")
+    _shot(page, shots, "04-curator-anonymize")
+    assert not errors, errors
+    page.close()
+
+    # the new analyst sees no curator tab and only their own (empty) history
+    other = browser.new_page()
+    other.goto(server.url)
+    other.fill("#token", token)
+    other.click("#signin-form button")
+    other.wait_for_selector("#schema tr >> nth=1")
+    assert other.is_hidden("#admin-tab")
+    assert other.text_content("#gauge text") == "1 / 1"
+    other.click("[data-tab=history]")
+    other.wait_for_selector("#history tr")
+    assert "GROUP BY race" not in other.inner_text("#history")
+    _shot(other, shots, "05-analyst-view")
+    other.close()
