@@ -92,7 +92,9 @@ def quartiles(name: str, x: np.ndarray, lo: float, hi: float, runs: int
     med = lambda v: float(abs(v - truth[1]))  # noqa: E731
     joint = sc.estimators.Quantiles("x", QS, epsilon=1, bounds=(lo, hi), interval=False,
                                     method="joint", bins=1024)
-    indep = sc.estimators.Quantiles("x", QS, epsilon=1, bounds=(lo, hi), interval=False)
+    indep = sc.estimators.Quantiles("x", QS, epsilon=1, bounds=(lo, hi), interval=False,
+                                    selection="exponential")
+    pf = sc.estimators.Quantiles("x", QS, epsilon=1, bounds=(lo, hi), interval=False)
     smooth = sc.estimators.Median("x", epsilon=1, bounds=(lo, hi))
     table = {"x": x}
     odp = _opendp_quantiles(x, lo, hi, 1.0)
@@ -101,6 +103,8 @@ def quartiles(name: str, x: np.ndarray, lo: float, hi: float, runs: int
          _median_err([err(v) for v in joint.sample(table, runs)])),
         (f"quartiles ({name})", "statcurator EM ×3",
          _median_err([err(v) for v in indep.sample(table, runs)])),
+        (f"quartiles ({name})", "statcurator permute-and-flip ×3",
+         _median_err([err(v) for v in pf.sample(table, runs)])),
         (f"quartiles ({name})", "diffprivlib",
          _median_err([err(dpl.quantile(x, list(QS), epsilon=1, bounds=(lo, hi)))
                       for _ in range(runs)])),
@@ -118,6 +122,36 @@ def quartiles(name: str, x: np.ndarray, lo: float, hi: float, runs: int
     rows.append((f"median ({name})", "global sensitivity (Laplace)",
                  _median_err([med(float(v)) for v in gs.release(np.full(runs, truth[1]))])))
     return rows
+
+
+def quartiles_over_datasets(runs: int, datasets: int = 20) -> list[tuple[str, str, float]]:
+    """Quartiles of ``datasets`` fresh lognormal income samples (``runs`` releases spread
+    over them): on one sample, where a method's candidate grid falls against the few data
+    points around a quartile decides much of its error (OpenDP's 16,385 candidates, 61 apart,
+    happen to sit 8, 10 and 14 from the true quartiles of seed 0); over many samples that
+    luck averages out and the mechanisms are compared."""
+    import diffprivlib.tools as dpl
+
+    per = max(1, runs // datasets)
+    errs: dict[str, list[float]] = {"statcurator permute-and-flip": [],
+                                    "statcurator exponential": [], "diffprivlib": [],
+                                    "OpenDP": []}
+    for seed in range(1, datasets + 1):
+        x = np.clip(np.random.default_rng(seed).lognormal(10.5, 0.8, 20_000), 0, 10**6)
+        truth = np.quantile(x, QS, method="inverted_cdf")
+        def err(v: object, truth: np.ndarray = truth) -> float:
+            return float(np.mean(np.abs(np.asarray(v) - truth)))
+
+        for sel in ("permute-and-flip", "exponential"):
+            est = sc.estimators.Quantiles("x", QS, epsilon=1, bounds=(0, 10**6),
+                                          interval=False, selection=sel)
+            errs[f"statcurator {sel}"] += [err(v) for v in est.sample({"x": x}, per)]
+        errs["diffprivlib"] += [err(dpl.quantile(x, list(QS), epsilon=1, bounds=(0, 10**6)))
+                                for _ in range(per)]
+        odp = _opendp_quantiles(x, 0, 10**6, 1.0)
+        errs["OpenDP"] += [err(odp()) for _ in range(per)]
+    name = f"quartiles (income, {datasets} samples)"
+    return [(name, k, _median_err(v)) for k, v in errs.items()]
 
 
 def linear(runs: int) -> list[tuple[str, str, float]]:
@@ -179,6 +213,7 @@ def main() -> None:
     for part in (lambda: mean_var(ages, runs),
                  lambda: quartiles("age", ages, 0, 120, runs),
                  lambda: quartiles("income", income, 0, 10**6, runs),
+                 lambda: quartiles_over_datasets(runs),
                  lambda: linear(runs), lambda: logistic(runs)):
         got = part()
         for r in got:

@@ -288,3 +288,15 @@ def test_losses_are_the_declared_ones() -> None:
         ApproxDP(1, Fraction(1, 10**6))
     local = Median("x", epsilon=1, bounds=(0, 1)).measurement()
     assert isinstance(local.input_space, AddRemove)
+
+
+def test_permute_and_flip_quantile_and_a_quartered_sensitivity() -> None:
+    # α = 1e-6 per check_dp call (module docs); the mutant claims ε = 1 at the scale of ε = 4
+    d1, d2 = [2, 2, 8, 8], [2, 8, 8, 8]               # change one row
+    real = QuantileMechanism(1, 0, 10, 1, selection="permute-and-flip")
+    bad = QuantileMechanism(4, 0, 10, 1, selection="permute-and-flip")
+    half = Fraction(1, 2)
+    expect(True, lambda n: real.release(d1, half, n), lambda n: real.release(d2, half, n), 1,
+           trials=100_000)
+    expect(False, lambda n: bad.release(d1, half, n), lambda n: bad.release(d2, half, n), 1,
+           trials=100_000)

@@ -43,7 +43,12 @@ from ..core.measures import PrivacyLoss, PureDP
 from ..core.numbers import exact
 from ..core.relations import ChangeOne, Relation
 from ..core.schema import TableMeta
-from ..mechanisms.quantile import JointQuantiles, QuantileMechanism, quantile_levels
+from ..mechanisms.quantile import (
+    PERMUTE_AND_FLIP_POINTS,
+    JointQuantiles,
+    QuantileMechanism,
+    quantile_levels,
+)
 from ._common import Statistic, clamp, column_values, default_grid
 from ._protocol import Estimate
 
@@ -54,8 +59,9 @@ __all__ = ["Quantiles", "quantiles"]
 class Quantiles(Statistic):
     """DP quantiles of ``column`` at levels ``qs`` with (1 - alpha) value intervals.
 
-    ``method``: ``"independent"`` (default: one exponential mechanism per level on the fine
-    grid, ε split evenly) or ``"joint"`` (Gillenwater et al.'s joint mechanism on ``bins``
+    ``method``: ``"independent"`` (default: one selection per level on the fine grid, ε split
+    evenly — ``selection="permute-and-flip"`` by default (McKenna & Sheldon 2020), or
+    ``"exponential"``; a grid of more than 2^22 points uses the exponential mechanism) or ``"joint"`` (Gillenwater et al.'s joint mechanism on ``bins``
     public bins, default 1024: its error is at least a fraction of a bin, so it pays off
     for many levels or coarse ranges — see BENCHMARKS.md); ``grid`` the grid of the
     single-quantile mechanism and of the intervals (default ≈ range/2^16).
@@ -73,6 +79,7 @@ class Quantiles(Statistic):
     interval: bool = True
     method: str = "independent"
     bins: int = 1024
+    selection: str = "permute-and-flip"
 
     statistic = "quantiles"
     measures = (PureDP,)
@@ -83,6 +90,9 @@ class Quantiles(Statistic):
                                         remedy="use method='joint' or 'independent'")
         if not 0 < float(self.alpha) < 1:
             raise InvalidParameterError("alpha must be in (0, 1)", remedy="alpha=0.05")
+        if self.selection not in ("permute-and-flip", "exponential"):
+            raise InvalidParameterError(f"unknown selection {self.selection!r}",
+                                        remedy="use 'permute-and-flip' or 'exponential'")
 
     def _columns(self) -> tuple[str, ...]:
         return (self.column,)
@@ -90,7 +100,9 @@ class Quantiles(Statistic):
     def _mechanism_name(self, loss: PrivacyLoss) -> str:
         m = len(quantile_levels(self.qs))
         how = "joint exponential mechanism (Gillenwater et al. 2021)" \
-            if m > 1 and self.method == "joint" else "exponential mechanism"
+            if m > 1 and self.method == "joint" else \
+            "permute-and-flip (McKenna-Sheldon 2020)" if self.selection == "permute-and-flip" \
+            else "exponential mechanism"
         return how + (", value intervals" if self.interval else "")
 
     def _function(self, meta: TableMeta, loss: PrivacyLoss,
@@ -106,10 +118,14 @@ class Quantiles(Statistic):
         joint = m > 1 and self.method == "joint"
         add_remove = not isinstance(relation, ChangeOne)
 
-        def mech(e: Fraction, q: Fraction) -> QuantileMechanism:
-            return QuantileMechanism.for_level(e, lo, hi, grid, q, add_remove)
+        def mech(e: Fraction, q: Fraction, selection: str = "exponential"
+                 ) -> QuantileMechanism:
+            return QuantileMechanism.for_level(e, lo, hi, grid, q, add_remove, selection)
 
-        single = [mech(eps_points / m, q) for q in levels]
+        selection = self.selection
+        if mech(eps_points, levels[0]).points > PERMUTE_AND_FLIP_POINTS:
+            selection = "exponential"  # one coin per point would be too many
+        single = [mech(eps_points / m, q, selection) for q in levels]
         ends = [mech(eps_end, q) for q in levels]
         joint_mech = JointQuantiles(eps_points, levels, lo, hi, self.bins) if joint else None
 
@@ -131,6 +147,7 @@ class Quantiles(Statistic):
                 intervals = tuple(tuple(float(v) for v in mk.interval(x, q, alpha))
                                   for mk, q in zip(ends, levels, strict=True))
             details = {"levels": [float(q) for q in levels],
+                       "selection": "joint" if joint_mech is not None else selection,
                        "interval_margin_ranks": [mk.margin(alpha) for mk in ends]
                        if self.interval else None}
             if m == 1:

@@ -13,6 +13,17 @@ Points with equal scores form runs (between data values), which are sampled exac
 :func:`~statcurator.mechanisms.exponential.sample_exponential` with the run lengths as base
 measure, then a uniform point of the run.
 
+``selection="permute-and-flip"`` (McKenna & Sheldon 2020) selects with the same scores and
+the same ε/(2Δ) instead: visit the grid points in a uniformly random order and stop at the
+first whose coin Bernoulli(exp(ε/(2Δ)·(score - best))) comes up heads. It is ε-DP like the
+exponential mechanism and never less accurate in expectation; it concentrates more on the
+best points when few are near the top (a quartile in a sparse tail). Since the coins are
+independent of the order, the output is a uniformly random element of the set of points
+whose coins came up heads (never empty: the best points' coins are certain), which is how it
+is drawn here, exactly: one exact Bernoulli(e^-γ) per grid point (so at most
+``PERMUTE_AND_FLIP_POINTS`` points), then a uniform element. Value intervals keep the
+exponential mechanism, whose tail bound gives their coverage.
+
 **Value intervals.** With G grid points the chosen point's score is at least
 -(2Δ/ε)·(ln G + ln(1/a)) with probability 1 - a (the best score is 0). The interval
 endpoints are two more releases with targets t_L = q·n and t_U = q·n + 2E on the data
@@ -64,7 +75,11 @@ from .exponential import sample_exponential
 from .samplers import _forced, _LazyUniform
 from .smooth import _uniform_below
 
-__all__ = ["QuantileMechanism", "JointQuantiles", "quantile_levels"]
+__all__ = ["QuantileMechanism", "JointQuantiles", "quantile_levels", "PERMUTE_AND_FLIP_POINTS"]
+
+#: the largest grid that permute-and-flip draws point by point (one exact coin per point)
+PERMUTE_AND_FLIP_POINTS = 2**22
+SELECTIONS = ("exponential", "permute-and-flip")
 
 
 def quantile_levels(qs: Sequence[Any]) -> tuple[Fraction, ...]:
@@ -100,12 +115,14 @@ class QuantileMechanism(Mechanism):
     upper: Fraction
     grid: Fraction | None = None
     sensitivity: Fraction = Fraction(1)
+    selection: str = "exponential"
 
     name = "quantile (exponential mechanism)"
 
     @classmethod
     def for_level(cls, epsilon: object, lower: object, upper: object, grid: object,
-                  q: object, add_remove: bool) -> QuantileMechanism:
+                  q: object, add_remove: bool, selection: str = "exponential"
+                  ) -> QuantileMechanism:
         """The mechanism for level q: sensitivity max(q, 1 - q) under add/remove, else 1.
 
         >>> QuantileMechanism.for_level(1, 0, 10, 1, Fraction(1, 2), True).sensitivity
@@ -113,7 +130,7 @@ class QuantileMechanism(Mechanism):
         """
         level = exact(q, "quantile level", allow_zero=True, maximum=1)
         sens = max(level, 1 - level) if add_remove else Fraction(1)
-        return cls(epsilon, lower, upper, grid, sens)  # type: ignore[arg-type]
+        return cls(epsilon, lower, upper, grid, sens, selection)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sensitivity", exact(self.sensitivity, "sensitivity",
@@ -128,6 +145,14 @@ class QuantileMechanism(Mechanism):
         if self.points > 2**40:
             raise InvalidParameterError(f"{self.points} grid points are too many",
                                         remedy="use a coarser grid")
+        if self.selection not in SELECTIONS:
+            raise InvalidParameterError(f"unknown selection {self.selection!r}",
+                                        remedy="use 'exponential' or 'permute-and-flip'")
+        if self.selection == "permute-and-flip" and self.points > PERMUTE_AND_FLIP_POINTS:
+            raise InvalidParameterError(
+                f"permute-and-flip draws one coin per grid point; {self.points} points are "
+                f"more than {PERMUTE_AND_FLIP_POINTS}",
+                remedy="use a coarser grid, or the exponential mechanism")
 
     @property
     def step(self) -> Fraction:
@@ -176,10 +201,11 @@ class QuantileMechanism(Mechanism):
         return np.sort(np.clip(units, lo, hi))
 
     def sample_units(self, units: np.ndarray, target: Fraction, size: int | None = None,
-                     pad: int = 0) -> Any:
+                     pad: int = 0, selection: str | None = None) -> Any:
         """Grid points (units) for the sorted ``units`` and the exact target rank.
 
-        ``pad`` adds that many public copies of each end of the grid (value intervals).
+        ``pad`` adds that many public copies of each end of the grid (value intervals);
+        ``selection`` overrides the mechanism's (intervals always use the exponential one).
         """
         lo, hi = self._ends
         if pad:
@@ -187,6 +213,10 @@ class QuantileMechanism(Mechanism):
                                     np.full(pad, hi, np.int64)])
         starts, lengths, scores, den = _runs(units, lo, hi, Fraction(target))
         coefficient = self.epsilon / (2 * self.sensitivity * den)
+        if (selection or self.selection) == "permute-and-flip":
+            draws = _permute_and_flip(starts, lengths, scores, coefficient,
+                                      1 if size is None else size)
+            return int(draws[0]) if size is None else draws
         seg = sample_exponential(scores, coefficient, 1 if size is None else size,
                                  base_measure=lengths)
         seg = np.atleast_1d(seg)
@@ -210,8 +240,8 @@ class QuantileMechanism(Mechanism):
         level = exact(q, "quantile level", allow_zero=True, maximum=1)
         e = self.margin(alpha)
         t = level * units.size
-        low = self.sample_units(units, t, None, pad=e)
-        high = self.sample_units(units, t + 2 * e, None, pad=e)
+        low = self.sample_units(units, t, None, pad=e, selection="exponential")
+        high = self.sample_units(units, t + 2 * e, None, pad=e, selection="exponential")
         return low * self.step, max(low, high) * self.step
 
 
@@ -241,6 +271,38 @@ def _runs(units: np.ndarray, lo: int, hi: int, target: Fraction
                            for a, b in zip(rl, ru, strict=True)], dtype=object)
     keep = lengths > 0
     return starts[keep], lengths[keep].astype(np.int64), scores[keep], den
+
+
+def _permute_and_flip(starts: np.ndarray, lengths: np.ndarray, scores: np.ndarray,
+                      coefficient: Fraction, size: int) -> np.ndarray:
+    """``size`` permute-and-flip draws over runs of grid points (module docs): an exact coin
+    Bernoulli(e^-γ), γ = coefficient·(best - score), for every point, then a uniformly
+    random point among the heads. Draws are made in blocks of about 2^22 coins."""
+    from .samplers import _bernoulli_exp_vec
+
+    sc = np.asarray([int(v) for v in scores], dtype=object) if scores.dtype == object \
+        else scores.astype(np.int64)
+    gap_of_run = sc.max() - sc  # integers >= 0
+    run = np.repeat(np.arange(lengths.size), lengths)
+    offset = np.arange(run.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    points = starts[run] + offset
+    gaps = gap_of_run[run]
+    g1 = np.asarray(gaps, dtype=np.float64) * float(coefficient)
+    rows = max(1, PERMUTE_AND_FLIP_POINTS // run.size)
+    out = np.empty(size, dtype=np.int64)
+    for first in range(0, size, rows):
+        r = min(rows, size - first)
+        g = np.tile(g1, r)
+
+        def exact_gamma(i: int) -> Fraction:
+            return coefficient * int(gaps[i % run.size])
+
+        heads = _bernoulli_exp_vec(g, g * 2.0**-50 + 2.0**-1000, exact_gamma).reshape(r, -1)
+        count = heads.sum(axis=1)  # >= 1: the best points' coins are certain
+        k = _uniform_below(count.astype(np.int64))  # the k-th head of each row, uniformly
+        col = np.argmax(np.cumsum(heads, axis=1) > k[:, None], axis=1)
+        out[first:first + r] = points[col]
+    return out
 
 
 # -- the joint exponential mechanism -----------------------------------------------------------
