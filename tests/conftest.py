@@ -7,11 +7,27 @@ and its ARX hierarchies are the bundled ``statcurator.datasets.adult()``.
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def _quiet_interpreter_teardown() -> None:
+    """After the summary, nothing more reaches stderr (issue 8): DuckDB's nanobind bindings
+    print "nanobind: leaked N instances" at interpreter teardown whenever a thread still holds
+    a connection (a daemon thread of a test), one block per process. atexit handlers run
+    after pytest has printed everything and before that teardown."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+
+
+atexit.register(_quiet_interpreter_teardown)
 
 
 @pytest.fixture(scope="session")

@@ -156,3 +156,72 @@ def test_datasets_lists_the_bundled_tables() -> None:
     assert r.exit_code == 0 and "30,162" in r.output and "diabetes" in r.output
     doc = json.loads(runner.invoke(app, ["datasets", "--json"]).stdout)
     assert [d["name"] for d in doc["datasets"]] == ["adult", "diabetes", "diabetes_neighbour"]
+
+
+# -- query: post-processing, zCDP, data given as metadata, careless input -------------------
+
+def _table_with_an_empty_category(tmp_path) -> tuple[str, str]:
+    """A CSV whose declared category 'Z' never occurs, and its metadata (which names it)."""
+    (tmp_path / "t.csv").write_text("g;x\n" + "a;1\n" * 5 + "b;2\n" * 3)
+    (tmp_path / "t.toml").write_text('[table]\nname = "t"\nsource = "t.csv"\nseparator = ";"\n'
+                                     '[columns.g]\ntype = "string"\n'
+                                     'categories = ["a", "b", "Z"]\n'
+                                     '[columns.x]\ntype = "integer"\n')  # no bounds
+    return str(tmp_path / "t.csv"), str(tmp_path / "t.toml")
+
+
+def test_nonnegative_counts_are_stated_post_processing(tmp_path) -> None:
+    _, toml = _table_with_an_empty_category(tmp_path)
+    sql = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"
+    # the metadata TOML is DATA (its source names the data); ε = 0.05: scale 20, so without
+    # the clamp the empty group 'Z' would be negative half the time
+    args = ["query", toml, "--ledger", ":memory:", "--epsilon", "0.05", "--nonnegative", sql]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "post-processing: counts clamped at 0" in r.output
+    doc = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert doc["post_processing"].startswith("counts clamped at 0")
+    for row in doc["rows"]:
+        assert isinstance(row["n"], int) and row["n"] >= 0 and row["n_low"] >= 0
+    plain = json.loads(runner.invoke(app, [*args[:-2], sql, "--json"]).stdout)
+    assert plain["post_processing"] is None
+
+
+def test_rho_gives_gaussian_noise_under_zcdp(tmp_path) -> None:
+    csv, _ = _table_with_an_empty_category(tmp_path)
+    sql = "SELECT COUNT(*) AS n FROM t"
+    doc = json.loads(runner.invoke(app, ["query", csv, "--ledger", ":memory:", "--rho", "0.5",
+                                         sql, "--json"]).stdout)
+    assert doc["cost"] == "ρ=1/2" or doc["cost"].startswith("ρ=0.5")
+    assert doc["mechanisms"]["n"][0]["mechanism"] == "gaussian"
+    r = runner.invoke(app, ["query", csv, "--ledger", ":memory:", "--rho", "0.5", sql])
+    assert r.exit_code == 0 and "gaussian, ρ=0.5" in r.output
+    dry = runner.invoke(app, ["query", csv, "--rho", "0.5", "--dry-run", sql])
+    assert dry.exit_code == 0 and "ρ split" in dry.output
+    both = runner.invoke(app, ["query", csv, "--epsilon", "1", "--rho", "0.5", sql])
+    assert both.exit_code == 2 and "exactly one of --epsilon and --rho" in both.output
+
+
+def test_query_input_separator_and_careless_data(tmp_path) -> None:
+    (tmp_path / "p.csv").write_text("a|b\n1|2\n3|4\n")
+    ok = runner.invoke(app, ["query", str(tmp_path / "p.csv"), "--ledger", ":memory:", "-e",
+                             "1", "--input-separator", "|", "SELECT COUNT(*) AS n FROM p"])
+    assert ok.exit_code == 0, ok.output
+    for data in (str(tmp_path), str(tmp_path / "missing.csv")):  # a folder, a missing file
+        r = runner.invoke(app, ["query", data, "--ledger", ":memory:", "-e", "1",
+                                "SELECT COUNT(*) FROM t"])
+        assert r.exit_code == 2 and isinstance(r.exception, SystemExit)
+        assert r.output.startswith("error:") and "Traceback" not in r.output
+    (tmp_path / "bare.toml").write_text('[table]\nname = "bare"\n[columns.a]\n')
+    r = runner.invoke(app, ["query", str(tmp_path / "bare.toml"), "--ledger", ":memory:",
+                            "-e", "1", "SELECT COUNT(*) FROM bare"])
+    assert r.exit_code == 2 and 'add source = "FILE.csv"' in r.output
+
+
+def test_more_remedies_are_in_cli_terms(tmp_path) -> None:
+    r = runner.invoke(app, ["anonymize", "adult", "--k", "5", "--l", "3", "--c", "2",
+                            "--sensitive", "occupation"])
+    assert r.exit_code == 2 and "--l-variant recursive" in r.output and "variant=" not in r.output
+    csv, _ = _table_with_an_empty_category(tmp_path)
+    r = runner.invoke(app, ["estimate", csv, "--ledger", ":memory:", "-e", "1", "median", "x"])
+    assert r.exit_code == 2 and "declare bounds" in r.output and "bounds=(" not in r.output

@@ -318,7 +318,7 @@ class LDiversity(Criterion):
             object.__setattr__(self, "c", exact(self.c, "c"))
         elif self.c is not None:
             raise InvalidParameterError(f"c only applies to recursive l-diversity, not {self.variant}",
-                                        remedy="drop c, or use variant='recursive'")
+                                        remedy="drop c=..., or use variant='recursive'")
 
     @property
     def sensitive_column(self) -> str:  # type: ignore[override]

@@ -35,7 +35,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["console", "escape", "is_terminal", "emit", "print_table", "to_jsonable",
            "print_json", "exact_option", "fraction_option", "output_path", "TABLE_SUFFIXES",
-           "writing",
+           "writing", "analyst_of", "register_data", "show_ledger", "INPUT_SEPARATOR_ALIAS",
            "cli_remedy", "handle_errors", "JSON_OPTION"]
 
 
@@ -211,6 +211,85 @@ def writing(path: Path, flag: str, write: Callable[[], Any]) -> Any:
     except OSError as e:
         raise DataError(f"cannot write {flag} {str(path)!r}: {e.strerror or e}",
                         remedy=f"choose another path for {flag}") from None
+
+
+# -- data, identity and ledger of the commands that charge a budget ---------------------------
+#: the library's ``separator=`` of a read error is the ``--input-separator`` of a command
+INPUT_SEPARATOR_ALIAS = {"separator": "--input-separator"}
+
+
+def analyst_of(option: str | None) -> str:
+    """The CLI's analyst identity: ``--analyst``, else the operating-system user (normalized)."""
+    import getpass
+
+    from ..accounting import analyst_id
+
+    if option is not None:
+        return analyst_id(option)
+    try:
+        return analyst_id(getpass.getuser())
+    except (InvalidParameterError, KeyError, OSError) as e:
+        raise InvalidParameterError("the operating-system user name cannot be used as the "
+                                    f"analyst identity ({e})", remedy="pass --analyst NAME"
+                                    ) from None
+
+
+def register_data(cur: Any, data: str, metadata: Path | None, *, dry_run: bool = False,
+                  separator: str | None = None) -> str:
+    """Register DATA with the curator ``cur`` and return its table name.
+
+    DATA is a bundled dataset's name, a CSV/Parquet/DuckDB file (``FILE.duckdb:TABLE`` picks
+    a table; a sibling ``FILE.toml`` is its metadata unless ``--metadata`` is given), or a
+    metadata TOML whose ``source`` names the data. A dry run registers the metadata alone.
+    """
+    from .. import datasets
+    from ..core.errors import MetadataError
+    from ..io.metadata import load_metadata
+
+    given = load_metadata(metadata) if metadata is not None else None
+    if datasets.is_bundled(data):
+        ds = datasets.load(data)
+        meta = given or ds.meta
+        if dry_run:
+            cur.register(data, None, meta.replace(source=None))
+        else:
+            cur.register(data, ds.with_meta(meta))
+        return data
+    source, file = data, Path(data)
+    if not file.exists() and ":" in file.name:  # FILE.duckdb:TABLE
+        file = Path(data.rpartition(":")[0])
+    if file.suffix.lower() == ".toml":  # a metadata file that names its data
+        own = load_metadata(file)
+        if own.source is None:
+            raise MetadataError(f"{data!r} is a metadata file that names no data",
+                                remedy='add source = "FILE.csv" under [table] in it, or pass '
+                                       f"the data file as DATA with --metadata {data}")
+        meta: Any = given or own
+        source, file = own.source, Path(own.source)
+    else:
+        sibling = file.with_suffix(".toml")
+        meta = given or (load_metadata(sibling) if sibling.is_file() else None)
+    if file.is_dir():
+        raise DataError(f"DATA {str(file)!r} is a directory, not a data file",
+                        remedy="name a CSV, Parquet or DuckDB file (or a metadata TOML)")
+    name = meta.name if meta is not None else file.stem
+    if dry_run:
+        if meta is None:
+            raise MetadataError("a dry run needs the dataset's metadata (it reads no data)",
+                                remedy="pass --metadata M.toml")
+        cur.register(name, None, meta.replace(source=None))
+    else:
+        cur.register(name, source, meta, separator=separator)
+    return name
+
+
+def show_ledger(led: Any, *, stderr: bool = True) -> None:
+    """Say which ledger is charged (or that a throwaway one forgets the charge)."""
+    if led.persistent:
+        emit("ledger: ", led.location, stderr=stderr)
+    else:
+        emit(("ledger: throwaway, in memory (--ledger :memory:): ", "bold yellow"),
+             "this charge is forgotten when the command exits", stderr=stderr)
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from ._common import (
 
 _REPORT_SUFFIXES = (".html", ".htm")
 # library keywords this command spells differently
-_ALIASES = {"meta": "--metadata", "separator": "--input-separator"}
+_ALIASES = {"meta": "--metadata", "separator": "--input-separator", "variant": "--l-variant",
+            "distance": "--t-distance"}
 
 
 def register(app: typer.Typer) -> None:

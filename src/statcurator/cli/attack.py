@@ -34,6 +34,7 @@ from ._common import (
     output_path,
     print_json,
     print_table,
+    writing,
 )
 
 QI = typer.Option("--qi", help="Comma-separated quasi-identifiers of the release.")
@@ -167,7 +168,7 @@ def _finish(risk: Any, report: Path | None, json_output: bool, detail: bool) -> 
     if report is not None:
         from ..report.attacks import write_report
 
-        written = write_report(risk, report)
+        written = writing(report, "--report", lambda: write_report(risk, report))
     if json_output:
         doc = risk.to_dict(detail=detail)
         doc["report"] = str(written) if written else None

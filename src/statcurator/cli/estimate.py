@@ -22,12 +22,15 @@ import typer
 
 from ._common import (
     JSON_OPTION,
+    analyst_of,
     console,
     emit,
     exact_option,
     handle_errors,
     print_json,
     print_table,
+    register_data,
+    show_ledger,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
 
@@ -41,7 +44,8 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def estimate_command(
         data: Annotated[str, typer.Argument(
-            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), or 'adult'.")],
+            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), a metadata TOML "
+                 "whose source names the data, or 'adult'.")],
         statistic: Annotated[str, typer.Argument(help="One of: " + ", ".join(STATISTICS))],
         columns: Annotated[list[str], typer.Argument(
             help="The column(s): regressions take the target then the features.")],
@@ -72,7 +76,6 @@ def register(app: typer.Typer) -> None:
         from ..core.errors import InvalidParameterError
         from ..curator import Curator
         from ..estimators._protocol import loss_from
-        from .query import _analyst, _register, _where
 
         if statistic not in STATISTICS:
             raise InvalidParameterError(f"unknown statistic {statistic!r}",
@@ -86,13 +89,13 @@ def register(app: typer.Typer) -> None:
                          exact_option(delta, "delta", allow_zero=True),
                          exact_option(rho, "rho"))
         est = build_estimator(statistic, columns, q=q, trim=trim, bound=bound, alpha=alpha)
-        who = _analyst(analyst)
+        who = analyst_of(analyst)
         throwaway = ledger_path(ledger) == MEMORY
         led = None if throwaway else open_ledger(ledger)
         cur = Curator(engine="memory", ledger=led, default_budget=None, dataset_budget=None,
                       alpha=alpha)
         try:
-            name = _register(cur, data, metadata, False)
+            name = register_data(cur, data, metadata)
             if throwaway:
                 from ..estimators._protocol import prepare
 
@@ -100,7 +103,7 @@ def register(app: typer.Typer) -> None:
                 cur.set_dataset_budget(name, cost)
                 cur.set_budget(who, name, cost)
             if not json_output:
-                _where(cur.ledger, stderr=True)
+                show_ledger(cur.ledger, stderr=True)
                 with console(stderr=True).status(f"estimating the {statistic}..."):
                     result = cur.estimate(name, est, epsilon=loss_arg(loss, "epsilon"),
                                           delta=loss_arg(loss, "delta"),

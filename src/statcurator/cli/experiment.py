@@ -22,6 +22,7 @@ from ._common import (
     output_path,
     print_json,
     print_table,
+    writing,
 )
 
 
@@ -104,7 +105,7 @@ def register(app: typer.Typer) -> None:
         if report is not None:
             from ..report.attacks import write_report
 
-            written = write_report(exp, report)
+            written = writing(report, "--report", lambda: write_report(exp, report))
         if json_output:
             doc = exp.to_dict()
             doc["report"] = str(written) if written else None

@@ -1,13 +1,18 @@
 """``statcurator query``: answer one SQL query with differential privacy.
 
-    statcurator query DATA --metadata M.toml --epsilon 0.5 [--delta D] [--alpha 0.05]
-                      [--engine duckdb|spark] [--dry-run] [--json]
-                      [--ledger PATH|:memory:] [--analyst NAME] [--request-id ID] "SELECT ..."
+    statcurator query DATA --metadata M.toml (--epsilon 0.5 [--delta D] | --rho R)
+                      [--alpha 0.05] [--nonnegative] [--engine duckdb|spark] [--dry-run]
+                      [--json] [--ledger PATH|:memory:] [--analyst NAME] [--request-id ID]
+                      "SELECT ..."
     statcurator query --server URL --token T --epsilon 0.5 [--dry-run] "SELECT ..."
 
 DATA is a CSV or Parquet file, a DuckDB database (``FILE.duckdb`` or ``FILE.duckdb:TABLE``),
-or ``adult`` (the bundled demo, table ``adult``). The table is named by the metadata's
-``[table] name`` (else the file name).
+a metadata TOML whose ``source`` names the data, or ``adult`` (the bundled demo, table
+``adult``). The table is named by the metadata's ``[table] name`` (else the file name).
+``--rho`` asks for Gaussian noise under ρ-zCDP instead of Laplace noise at ε.
+``--nonnegative`` clamps released counts and their intervals at 0: post-processing, which
+costs nothing and is stated under the answer (counts are integers already: their noise is
+discrete).
 
 Every answer is charged to a persistent privacy ledger: ``--ledger PATH``, else
 ``$STATCURATOR_LEDGER``, else ``ledger.db`` in the user's data directory (its location is
@@ -27,34 +32,47 @@ from typing import Annotated, Any
 import typer
 
 from ._common import (
+    INPUT_SEPARATOR_ALIAS,
     JSON_OPTION,
+    analyst_of,
     console,
     emit,
     exact_option,
     handle_errors,
     print_json,
     print_table,
+    register_data,
+    show_ledger,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
 
 
 def register(app: typer.Typer) -> None:
     @app.command("query")
-    @handle_errors
+    @handle_errors(aliases={**INPUT_SEPARATOR_ALIAS, "n": "--rows"})
     def query_command(
         data: Annotated[str, typer.Argument(
-            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), or 'adult' "
-                 "(with --server: the SQL query alone).")],
-        epsilon: Annotated[str, typer.Option("--epsilon", "-e",
-                                             help="Privacy loss ε to spend.")],
+            help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), a metadata TOML "
+                 "whose source names the data, or 'adult' (with --server: the SQL query "
+                 "alone).")],
         sql: Annotated[str | None, typer.Argument(
             help="The SQL query (an aggregate SELECT).")] = None,
+        epsilon: Annotated[str | None, typer.Option(
+            "--epsilon", "-e", help="Privacy loss ε to spend (Laplace noise).")] = None,
+        rho: Annotated[str | None, typer.Option(
+            "--rho", help="ρ-zCDP to spend instead of ε (Gaussian noise).")] = None,
         metadata: Annotated[Path | None, typer.Option(
             "--metadata", "-m", help="Dataset metadata (TOML).")] = None,
         delta: Annotated[str | None, typer.Option(
             "--delta", "-d", help="δ (needed for keys without a public key set).")] = None,
         alpha: Annotated[float, typer.Option(
             "--alpha", help="Error rate of the confidence intervals.")] = 0.05,
+        nonnegative: Annotated[bool, typer.Option(
+            "--nonnegative", help="Clamp counts and their intervals at 0 (post-processing, "
+                                  "free; stated in the output).")] = False,
+        input_separator: Annotated[str | None, typer.Option(
+            "--input-separator", help="Field separator of a CSV DATA (default: the "
+                                      "metadata's, else guessed from the header).")] = None,
         engine: Annotated[str, typer.Option("--engine", help="duckdb or spark.")] = "duckdb",
         dry_run: Annotated[bool, typer.Option(
             "--dry-run", help="Print cost and accuracy; touch no data, spend nothing.")] = False,
@@ -75,8 +93,18 @@ def register(app: typer.Typer) -> None:
         from ..core.errors import InvalidParameterError
         from ..curator import Curator
 
+        if (epsilon is None) == (rho is None):
+            raise InvalidParameterError("give exactly one of --epsilon and --rho",
+                                        remedy="--epsilon 1 for Laplace noise, --rho 0.125 for "
+                                               "Gaussian noise under zCDP")
         eps = exact_option(epsilon, "epsilon")
+        r = exact_option(rho, "rho")
         dlt = exact_option(delta, "delta", allow_zero=True) if delta is not None else None
+        if input_separator is not None and len(input_separator) != 1:
+            raise InvalidParameterError(
+                f"--input-separator must be one character, got {input_separator!r}",
+                remedy="pass e.g. --input-separator ';' (or $'\\t' for a tab)")
+        loss = {"rho": r} if r is not None else {}
         if not 0 < alpha < 1:
             raise InvalidParameterError(f"--alpha must be in (0, 1), got {alpha}",
                                         remedy="--alpha 0.05 gives 95% intervals")
@@ -86,15 +114,16 @@ def register(app: typer.Typer) -> None:
             from .serve import remote_query
 
             remote_query(server, token, sql if sql is not None else data, epsilon=eps,
-                         delta=dlt, alpha=alpha, dry_run=dry_run, request_id=request_id,
-                         rows=rows, json_output=json_output, warnings=_warnings(eps))
+                         delta=dlt, rho=r, alpha=alpha, dry_run=dry_run,
+                         request_id=request_id, rows=rows, nonnegative=nonnegative,
+                         json_output=json_output, warnings=_warnings(eps))
             return
         if sql is None:
             raise InvalidParameterError("no SQL query given",
                                         remedy='pass DATA and then the query, e.g. statcurator '
                                                'query adult --epsilon 1 "SELECT COUNT(*) FROM '
                                                'adult"')
-        who = _analyst(analyst)
+        who = analyst_of(analyst)
         location = ledger_path(ledger)
         throwaway = location == MEMORY
         warnings = _warnings(eps)
@@ -102,10 +131,10 @@ def register(app: typer.Typer) -> None:
             cur = Curator(engine="memory", default_budget=None, dataset_budget=None,
                           alpha=alpha)
             try:
-                name = _register(cur, data, metadata, dry_run)
+                name = register_data(cur, data, metadata, dry_run=True)
                 q = cur.sql(sql)
                 budget = None if throwaway else _remaining(ledger, who, name)
-                _dry_run(q, eps, dlt, alpha, rows, json_output, budget, warnings)
+                _dry_run(q, eps, dlt, alpha, rows, json_output, budget, warnings, rho=r)
             finally:
                 cur.close()
             return
@@ -113,21 +142,22 @@ def register(app: typer.Typer) -> None:
         cur = Curator(engine=engine, ledger=led, default_budget=None, dataset_budget=None,
                       alpha=alpha)
         try:
-            name = _register(cur, data, metadata, dry_run)
+            name = register_data(cur, data, metadata, separator=input_separator)
             q = cur.sql(sql)
             if throwaway:  # a one-off release: the budget is exactly this query's cost
-                cost = q.bind(eps, dlt).cost
+                cost = q.cost(eps, dlt, **loss)
                 cur.set_dataset_budget(name, cost)
                 cur.set_budget(who, name, cost)
             if json_output:
-                rel = q.release(eps, dlt, analyst=who, request_id=request_id, alpha=alpha)
+                rel = q.release(eps, dlt, analyst=who, request_id=request_id, alpha=alpha,
+                                nonnegative=nonnegative, **loss)
             else:
                 for w in warnings:
                     emit(("warning: ", "bold yellow"), w, stderr=True)
-                _where(cur.ledger, stderr=True)
+                show_ledger(cur.ledger, stderr=True)
                 with console(stderr=True).status(f"running the query on {engine}..."):
                     rel = q.release(eps, dlt, analyst=who, request_id=request_id,
-                                    alpha=alpha)
+                                    alpha=alpha, nonnegative=nonnegative, **loss)
             if not throwaway:
                 save_anchor(cur.ledger)
             _show_release(cur, rel, who, name, json_output, warnings)
@@ -135,37 +165,12 @@ def register(app: typer.Typer) -> None:
             cur.close()
 
 
-def _analyst(option: str | None) -> str:
-    """The CLI's analyst identity: ``--analyst``, else the operating-system user."""
-    import getpass
-
-    from ..accounting import analyst_id
-    from ..core.errors import InvalidParameterError
-
-    if option is not None:
-        return analyst_id(option)
-    try:
-        return analyst_id(getpass.getuser())
-    except (InvalidParameterError, KeyError, OSError) as e:
-        raise InvalidParameterError("the operating-system user name cannot be used as the "
-                                    f"analyst identity ({e})", remedy="pass --analyst NAME"
-                                    ) from None
-
-
 def _warnings(eps: Any) -> list[str]:
-    if eps > 10:
+    if eps is not None and eps > 10:
         return [f"ε={float(eps):g} is large: an answer at this ε carries little privacy "
                 "protection (each extra unit of ε multiplies what an observer can learn "
                 "about one person by up to e ≈ 2.7)"]
     return []
-
-
-def _where(led: Any, stderr: bool) -> None:
-    if led.persistent:
-        emit("ledger: ", led.location, stderr=stderr)
-    else:
-        emit(("ledger: throwaway, in memory (--ledger :memory:): ", "bold yellow"),
-             "this charge is forgotten when the command exits", stderr=stderr)
 
 
 def _ledger_json(led: Any) -> dict[str, Any]:
@@ -189,48 +194,16 @@ def _remaining(option: str | None, who: str, dataset: str) -> dict[str, Any]:
     return out
 
 
-def _register(cur: Any, data: str, metadata: Path | None, dry_run: bool) -> str:
-    from .. import datasets
-    from ..core.errors import MetadataError
-    from ..io.metadata import load_metadata
-
-    if data in datasets.names() and not Path(data).exists():
-        ds = datasets.load(data)
-        meta = load_metadata(metadata) if metadata is not None else ds.meta
-        name = data
-        if dry_run:
-            cur.register(name, None, meta.replace(source=None))
-        else:
-            cur.register(name, ds.with_meta(meta))
-        return name
-    path = Path(data.rpartition(":")[0] if (":" in Path(data).name and not Path(data).exists())
-                else data)
-    meta = None
-    if metadata is not None:
-        meta = load_metadata(metadata)
-    elif path.with_suffix(".toml").exists():
-        meta = load_metadata(path.with_suffix(".toml"))
-    name = meta.name if meta is not None else path.stem
-    if dry_run:
-        if meta is None:
-            raise MetadataError("a dry run needs the dataset's metadata (it reads no data)",
-                                remedy="pass --metadata M.toml")
-        cur.register(name, None, meta.replace(source=None))
-    else:
-        cur.register(name, data, meta)
-    return name
-
-
 def _dry_run(q: Any, eps: Any, delta: Any, alpha: float, rows: int | None, as_json: bool,
-             budget: dict[str, Any] | None, warnings: list[str]) -> None:
-    bound = q.bind(eps, delta)
+             budget: dict[str, Any] | None, warnings: list[str], rho: Any = None) -> None:
+    bound = q.bind(eps, delta, rho=rho)
     acc = bound.accuracy(alpha, rows)
     mechanisms = [i.as_dict() for i in bound.infos]
     cost = bound.cost
     if as_json:
         print_json({"dry_run": True, "query": q.query_text,
                     "epsilon": getattr(cost, "epsilon", 0), "delta": getattr(cost, "delta", 0),
-                    "alpha": alpha, "accuracy": acc, "mechanisms": mechanisms,
+                    "rho": getattr(cost, "rho", None), "alpha": alpha, "accuracy": acc, "mechanisms": mechanisms,
                     "budget": budget, "warnings": warnings})
         return
     t = []
@@ -247,10 +220,12 @@ def _dry_run(q: Any, eps: Any, delta: Any, alpha: float, rows: int | None, as_js
         t.append((a["output"], a["aggregate"], a["mechanism"], h))
     print_table(("output", "aggregate", "mechanism", f"±{(1 - alpha) * 100:g}%"), t,
                 title=f"dry run: cost {cost} (no data read, nothing spent)")
-    print_table(("measure", "mechanism", "ε", "sensitivity", "scale"),
-                [(m.label, m.mechanism, f"{float(m.epsilon):.6g}", _num(m.sensitivity),
+    share = "ρ" if rho is not None else "ε"
+    print_table(("measure", "mechanism", share, "sensitivity", "scale"),
+                [(m.label, m.mechanism,
+                  f"{float(m.rho if rho is not None else m.epsilon):.6g}", _num(m.sensitivity),
                   "" if m.scale is None else f"{float(m.scale):.6g}") for m in bound.infos],
-                title="ε split")
+                title=f"{share} split")
     for w in warnings:
         emit(("warning: ", "bold yellow"), w)
     if budget is None:
@@ -271,16 +246,18 @@ def _num(x: Any) -> str:
 def _show_release(cur: Any, rel: Any, analyst: str, dataset: str, as_json: bool,
                   warnings: list[str]) -> None:
     mech = {col: [{"mechanism": i["mechanism"], "scale": i.get("scale"),
-                   "epsilon": i.get("epsilon"), "measure": i.get("measure")}
+                   "epsilon": i.get("epsilon"), "rho": i.get("rho"),
+                   "measure": i.get("measure")}
                   for i in infos]
             for col, infos in rel.mechanisms.items()}
     led = cur.ledger
     grant, data = led.status(analyst, dataset), led.dataset_status(dataset)
     if as_json:
-        out = {"rows": rel.rows(), "epsilon_spent": rel.epsilon_spent,
+        out = {"rows": rel.rows(), "cost": str(rel.cost), "epsilon_spent": rel.epsilon_spent,
                "delta_spent": rel.delta_spent, "mechanisms": _floats(mech),
                "alpha": rel.alpha, "replayed": rel.replayed,
                "request_id": rel.provenance.get("request_id"), "analyst": analyst,
+               "post_processing": rel.provenance.get("post_processing"),
                **_ledger_json(led), "budget_remaining": str(grant.remaining),
                "dataset_budget_remaining": str(data.remaining), "warnings": warnings}
         print_json(out)
@@ -289,6 +266,8 @@ def _show_release(cur: Any, rel: Any, analyst: str, dataset: str, as_json: bool,
     print_table(heads, cells, title=rel._header())
     for line in rel.mechanism_lines():
         emit("  " + line)
+    if rel.provenance.get("post_processing"):
+        emit(f"  post-processing: {rel.provenance['post_processing']}")
     emit(f"  budget of {analyst} on {dataset}: {grant}")
     emit(f"  dataset-wide budget of {dataset}: {data}")
 

@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
 
 def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delta: Any,
                  alpha: float, dry_run: bool, request_id: str | None, rows: int | None,
-                 json_output: bool, warnings: list[str]) -> None:
+                 json_output: bool, warnings: list[str], rho: Any = None,
+                 nonnegative: bool = False) -> None:
     """Ask a running service; print what the local ``statcurator query`` prints."""
     from ..core.errors import InvalidParameterError
     from . import query as local
@@ -74,9 +75,12 @@ def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delt
     if not token:
         raise InvalidParameterError("no API token for the server",
                                     remedy="pass --token T (or set STATCURATOR_TOKEN)")
-    body = {"sql": sql, "epsilon": str(epsilon), "alpha": alpha}
-    if delta is not None:
-        body["delta"] = str(delta)
+    body: dict[str, Any] = {"sql": sql, "alpha": alpha}
+    for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
+        if value is not None:
+            body[key] = str(value)
+    if nonnegative:
+        body["nonnegative"] = True
     if dry_run:
         out = _call(server, token, "/v1/queries/dry-run", body)
         budget = out["budget"]
@@ -86,7 +90,7 @@ def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delt
                 "dataset_remaining": _text(budget["dataset_remaining"])
                 if budget.get("dataset_remaining") else None}
         local._dry_run(_RemoteQuery(out, rows), epsilon, delta, alpha, rows, json_output, view,
-                       warnings)
+                       warnings, rho=rho)
         return
     out = _call(server, token, "/v1/queries", body, request_id)
     from ..query.release import Release
@@ -193,7 +197,7 @@ class _RemoteQuery:
         self.query_text = out["query"]
         self._out = out
 
-    def bind(self, epsilon: Any, delta: Any) -> Any:
+    def bind(self, epsilon: Any, delta: Any, rho: Any = None) -> Any:
         from fractions import Fraction
         from types import SimpleNamespace
 
@@ -205,7 +209,7 @@ class _RemoteQuery:
         def info(m: dict[str, Any]) -> Any:
             return SimpleNamespace(
                 as_dict=lambda m=m: m, label=m.get("measure", ""), mechanism=m["mechanism"],
-                epsilon=num(m.get("epsilon", m.get("rho", 0))),
+                epsilon=num(m.get("epsilon", m.get("rho", 0))), rho=num(m.get("rho")),
                 sensitivity=num(m.get("sensitivity")), scale=num(m.get("scale")))
 
         return SimpleNamespace(accuracy=lambda alpha, rows: out["accuracy"],

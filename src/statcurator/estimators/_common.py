@@ -258,7 +258,7 @@ class Statistic:
         if col.bounds is None:
             raise MetadataError(f"column {name!r} has no declared bounds",
                                 remedy=f"declare bounds = [low, high] for {name!r} in the "
-                                       "metadata, or pass bounds=(low, high)")
+                                       "metadata (Python: or pass bounds=(low, high))")
         return col.bounds
 
     def _grid(self, lo: Fraction, hi: Fraction) -> Fraction:

@@ -127,8 +127,15 @@ class Release:
         return self.table.to_pandas()
 
     def to_polars(self) -> Any:
-        import polars as pl
+        """The answer as a Polars DataFrame (needs the ``polars`` extra)."""
+        try:
+            import polars as pl
+        except ImportError:
+            from ..core.errors import DataError
 
+            raise DataError("to_polars() needs the polars package, which is not installed",
+                            remedy="pip install 'statcurator[polars]' (or use to_pandas() or "
+                                   "the Arrow table .table)") from None
         return pl.from_arrow(self.table)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -207,8 +214,10 @@ class Release:
                 scale_s = f", scale {_fmt(_num(scale))}" if scale is not None else ""
                 label = info.get("measure", col)
                 label = label if label.startswith(col) else f"{col}: {label}"
-                out.append(f"{label} — {info['mechanism']}, "
-                           f"ε={_fmt(_num(info['epsilon']))}{scale_s}")
+                share = (f"ρ={_fmt(_num(info['rho']))}" if info.get("epsilon") is None
+                         and info.get("rho") is not None else
+                         f"ε={_fmt(_num(info['epsilon']))}")  # zCDP (Gaussian) or ε
+                out.append(f"{label} — {info['mechanism']}, {share}{scale_s}")
         return out
 
     def __str__(self) -> str:

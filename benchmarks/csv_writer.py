@@ -5,7 +5,7 @@ DuckDB's ``COPY ... TO`` (what it uses now). Polars' ``write_csv`` is shown for 
 when polars is installed. The table is the bundled Adult table repeated to ``--rows`` rows
 (9 columns: 8 text, 1 integer); each writer's bytes are compared with the csv module's.
 
-Run: python benchmarks/io_write.py [--rows 1000000] [--repeat 3]
+Run: python benchmarks/csv_writer.py [--rows 1000000] [--repeat 3]
 """
 
 from __future__ import annotations
