@@ -611,6 +611,13 @@ class Query:
 
         return Query(self.curator, with_order(self.plan, *keys, descending=descending))
 
+    def limit(self, n: int | None, offset: int = 0) -> Query:
+        """Keep ``n`` released rows after ``offset`` (``LIMIT n OFFSET m``; post-processing,
+        free: every group is still measured and charged)."""
+        from .query.builder import with_limit
+
+        return Query(self.curator, with_limit(self.plan, n, offset))
+
     # -- the release --------------------------------------------------------------------
     def release(self, epsilon: Any = None, delta: Any = None, *, analyst: str = "default",
                 request_id: str | None = None, alpha: float | None = None,

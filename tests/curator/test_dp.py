@@ -317,3 +317,61 @@ def test_mutant_fixed_size_mean_with_halved_sensitivity_is_caught(monkeypatch):
     monkeypatch.setattr(sensitivity.Neighbourhood, "linear",
                         lambda self, lo, hi: original(self, lo, hi) / 2)
     assert not dp(D, D_CHANGED, "SELECT AVG(age) FROM t", 1, meta=FIXED).passed
+
+
+# -- the two-argument aggregates' cross term (issue 14: REGR_SLOPE, REGR_INTERCEPT, CORR) --------
+
+PAIRS = TableMeta("t", (Column("x", type="integer", bounds=(0, 10)),
+                        Column("y", type="integer", bounds=(0, 10))))
+PAIRS_D = [(1, 2), (3, 3), (5, 4), (7, 8), (9, 9)]
+PAIRS_D2 = PAIRS_D + [(10, 10)]  # a corner of the box: the cross term's largest move
+SLOPE_SQL = "SELECT REGR_SLOPE(y, x) AS b FROM t"
+
+
+def cross_sampler(rows, epsilon):
+    """Draws of the noisy centred Σxy measurement alone (one of the slope's five measures,
+    each at ε/5): the measurement REGR_* and CORR add to what SUM already had."""
+    cur = Curator(engine="duckdb")
+    cur.register("t", pa.table({"x": [r[0] for r in rows], "y": [r[1] for r in rows]}), PAIRS)
+    q = cur.sql(SLOPE_SQL)
+    bound = q.bind(epsilon)
+    i = next(k for k, info in enumerate(bound.infos) if info.label.endswith("Σxy"))
+    exact = cur.engine.execute(q.compile().engine_plan, salt="5eed")
+    return lambda n: np.array([float(a.values[i][0]) for a in bound.noise_many(exact, n)])
+
+
+def cross_dp():  # the slope at ε = 5: its cross term at ε = 1
+    return check_dp(cross_sampler(PAIRS_D, 5), cross_sampler(PAIRS_D2, 5), 1, trials=TRIALS)
+
+
+def test_regression_cross_term():
+    assert cross_dp().passed
+
+
+def test_mutant_regression_with_halved_sensitivity_is_caught(monkeypatch):
+    original = sensitivity.Neighbourhood.linear
+    monkeypatch.setattr(sensitivity.Neighbourhood, "linear",
+                        lambda self, lo, hi: original(self, lo, hi) / 2)
+    result = cross_dp()
+    assert not result.passed, result
+
+
+def test_released_slope():
+    """The released slope itself, at ε = 1 (post-processing of the five measures)."""
+    def sample(rows):
+        cur = Curator(engine="duckdb")
+        cur.register("t", pa.table({"x": [r[0] for r in rows], "y": [r[1] for r in rows]}),
+                     PAIRS)
+        q = cur.sql(SLOPE_SQL)
+        bound = q.bind(1)
+        exact = cur.engine.execute(q.compile().engine_plan, salt="5eed")
+        e = q.plan.outputs[0].expr
+
+        def draw(n):
+            vals = [a.point(e, 0) for a in bound.noise_many(exact, n)]
+            return np.array([np.nan if v is None else float(np.clip(float(v), -50, 50))
+                             for v in vals])
+
+        return draw
+
+    assert check_dp(sample(PAIRS_D), sample(PAIRS_D2), 1, trials=TRIALS).passed

@@ -70,6 +70,14 @@ QUERIES = [
     "GROUP BY r.region",
     "SELECT COUNT(*), SUM(income) FROM people p JOIN dups d ON p.city = d.city",
     "SELECT SUM(income * 1e-3 + 0.1), SUM(-score), SUM(age / 3) FROM people",
+    # the SQL analysts write (issue 14): key-only GROUP BY, DISTINCT, two-argument and
+    # named aggregates, coerced constants, schema-qualified names
+    "SELECT city FROM people GROUP BY city",
+    "SELECT DISTINCT sex, smoker FROM people",
+    "SELECT CORR(income, age), REGR_SLOPE(score, age), REGR_INTERCEPT(score, age), IQR(age) "
+    "FROM people",
+    "SELECT sex, VAR(age), STD(score), STDEV(income) FROM people GROUP BY sex",
+    "SELECT COUNT(*) FROM main.people p WHERE p.age = '30' OR p.smoker = 1 OR p.score = TRUE",
 ]
 
 UNITS = {"row": PrivacyUnit(), "person": PrivacyUnit("pid", max_rows=2, max_groups=1),

@@ -37,7 +37,8 @@ def cur():
     "SELECT COUNT(*) FROM t JOIN p TABLESAMPLE 1 ROWS ON t.name = p.name",
     # the row-level escapes stay closed
     "SELECT LIST(age) FROM t", "SELECT ANY_VALUE(name) FROM t", "SELECT MIN(name) FROM t",
-    "SELECT COUNT(*) FROM (SELECT * FROM t) s", "SELECT sex, COUNT(*) FROM t GROUP BY sex LIMIT 1",
+    "SELECT COUNT(*) FROM (SELECT * FROM t) s", "SELECT sex, COUNT(*) FROM t GROUP BY sex LIMIT x",
+    "SELECT sex, COUNT(*) FROM t GROUP BY sex LIMIT 10 PERCENT",
     "SELECT sex, COUNT(*) FROM t GROUP BY sex ORDER BY name",
 ])
 def test_ignored_or_row_level_clauses_are_refused(cur, sql):

@@ -28,7 +28,7 @@ BAD = [
     ("weights", {"sql": OK_SQL, "epsilon": 1, "weights": {"n": -1}}, 400),
     ("rho and eps", {"sql": OK_SQL, "epsilon": 1, "rho": 1}, 400),
     ("row-level", {"sql": "SELECT * FROM adult", "epsilon": 1}, 422),
-    ("LIMIT", {"sql": "SELECT COUNT(*) FROM adult LIMIT 1", "epsilon": 1}, 422),
+    ("LIMIT x", {"sql": "SELECT COUNT(*) FROM adult LIMIT x", "epsilon": 1}, 422),
     ("DROP", {"sql": "DROP TABLE adult", "epsilon": 1}, 422),
     ("two statements", {"sql": OK_SQL + "; SELECT 1", "epsilon": 1}, 422),
     ("unknown table", {"sql": "SELECT COUNT(*) FROM patients", "epsilon": 1}, 422),

@@ -584,7 +584,7 @@ class Regression(Atom):
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
-        y, x = agg.arg, getattr(agg, "arg2", None)
+        y, x = agg.arg, agg.arg2
         if y is None or x is None:
             raise UnsupportedQueryError(f"{agg.func.upper()} takes two arguments (y, x)",
                                         remedy=f"write {agg.func.upper()}(y, x)")

@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
@@ -491,12 +492,12 @@ def with_having(plan: QueryPlan, predicate: Any) -> QueryPlan:
     >>> from statcurator.query.plan import Scan
     >>> p = QueryPlan(Scan("t", "t"), (), (Output("n", Agg("count")),))
     >>> with_having(p, col("n") > 10).having
-    Compare(op='>', left=Agg(func='count', arg=None, p=None), right=Lit(value=10))
+    Compare(op='>', left=Agg(func='count', arg=None, p=None, arg2=None), right=Lit(value=10))
     """
     e = _outputs_scope(plan, _expr(predicate), "having()")
     if plan.having is not None:
         e = And(_flat(And, plan.having) + _flat(And, e))
-    return QueryPlan(plan.relation, plan.group_by, plan.outputs, e, plan.order_by)
+    return dataclasses.replace(plan, having=e)
 
 
 def with_order(plan: QueryPlan, *keys: Any, descending: bool | Sequence[bool] = False) -> QueryPlan:
@@ -504,4 +505,20 @@ def with_order(plan: QueryPlan, *keys: Any, descending: bool | Sequence[bool] = 
     desc = [descending] * len(keys) if isinstance(descending, bool) else list(descending)
     order = tuple(OrderKey(_outputs_scope(plan, _col(k), "sort()"), d)
                   for k, d in zip(keys, desc, strict=True))
-    return QueryPlan(plan.relation, plan.group_by, plan.outputs, plan.having, order)
+    return dataclasses.replace(plan, order_by=order)
+
+
+def with_limit(plan: QueryPlan, n: int | None, offset: int = 0) -> QueryPlan:
+    """The plan keeping ``n`` released rows after ``offset`` (post-processing: every group is
+    still measured and charged).
+
+    >>> from statcurator.query.plan import Scan
+    >>> p = QueryPlan(Scan("t", "t"), (), (Output("n", Agg("count")),))
+    >>> with_limit(p, 5, 10).sql()
+    'SELECT COUNT(*) AS "n" FROM "t" AS "t" LIMIT 5 OFFSET 10'
+    """
+    for name, v in (("n", n), ("offset", offset)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+            raise UnsupportedQueryError(f"limit: {name} must be a non-negative integer, got {v!r}",
+                                        remedy="e.g. .limit(10) or .limit(10, offset=20)")
+    return dataclasses.replace(plan, limit=n, offset=offset)

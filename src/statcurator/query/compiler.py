@@ -167,7 +167,7 @@ class _Compiler:
         self.terms: dict[Term, int] = {}
         self.histograms: dict[Histogram, int] = {}
         self.measures: list[Measure] = []
-        self.notes: list[str] = []
+        self.notes: list[str] = list(plan.notes)
         self.unit = self.private.meta.privacy_unit
         self.unit_column = (None if self.unit.is_row
                             else Col(self.unit.column, self.private_alias))  # type: ignore[arg-type]

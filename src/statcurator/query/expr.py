@@ -23,8 +23,8 @@ from typing import Any
 
 __all__ = [
     "Expr", "Col", "Lit", "Compare", "InList", "Between", "And", "Or", "Not", "IsNull",
-    "Case", "Arith", "Neg", "Bin", "WidthBucket", "Agg", "KeyRef",
-    "COMPARISONS", "AGGREGATES", "walk",
+    "Case", "Arith", "Neg", "Bin", "WidthBucket", "Agg", "KeyRef", "Func",
+    "COMPARISONS", "AGGREGATES", "FUNCTIONS", "walk",
 ]
 
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
@@ -32,7 +32,13 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 #: Aggregate functions of the IR. Quantile-like functions are one ``quantile`` with a
 #: parameter ``p`` (MIN is p = 0, MEDIAN p = 1/2, MAX p = 1).
 AGGREGATES = ("count", "count_distinct", "sum", "avg", "var_samp", "var_pop", "stddev_samp",
-              "stddev_pop", "quantile")
+              "stddev_pop", "quantile", "iqr", "regr_slope", "regr_intercept", "corr")
+
+#: Scalar functions of released values (post-processing: never row by row in an engine),
+#: with their number of arguments (``rand`` is a uniform draw in [0, 1) that reads nothing). Each is monotone on the pieces where it is defined, so an
+#: output's interval maps through it exactly.
+FUNCTIONS = {"abs": 1, "sqrt": 1, "power": 2, "exp": 1, "ln": 1, "log10": 1, "round": 1,
+             "floor": 1, "ceil": 1, "rand": 0}
 
 
 def _quote(name: str) -> str:
@@ -338,17 +344,23 @@ class Agg(Expr):
     """An aggregate call; in a compiled query each distinct one becomes one noisy release.
 
     ``func`` is one of :data:`AGGREGATES`; ``arg`` is None for ``COUNT(*)``; ``p`` is the
-    quantile's order for ``quantile``.
+    quantile's order for ``quantile``; ``arg2`` is the second argument of the two-argument
+    aggregates (``REGR_SLOPE(y, x)``, ``REGR_INTERCEPT(y, x)``, ``CORR(y, x)``: ``arg`` is y).
 
     >>> Agg("quantile", Col("age"), Fraction(1, 2)).sql()
     'QUANTILE("age", 1/2)'
+    >>> Agg("corr", Col("y"), arg2=Col("x")).sql()
+    'CORR("y", "x")'
     """
 
     func: str
     arg: Expr | None = None
     p: Fraction | None = None
+    arg2: Expr | None = None
 
     def sql(self) -> str:
+        if self.arg2 is not None:
+            return f"{self.func.upper()}({self.arg.sql()}, {self.arg2.sql()})"  # type: ignore[union-attr]
         if self.func == "count" and self.arg is None:
             return "COUNT(*)"
         if self.func == "count_distinct":
@@ -356,6 +368,23 @@ class Agg(Expr):
         if self.func == "quantile":
             return f"QUANTILE({self.arg.sql()}, {self.p})"  # type: ignore[union-attr]
         return f"{self.func.upper()}({self.arg.sql()})"  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True, slots=True)
+class Func(Expr):
+    """A scalar function of released values (``SQRT(VARIANCE(x))``, ``POWER(STDDEV(x), 2)``,
+    ``ROUND(AVG(x))``): one of :data:`FUNCTIONS`, computed after the noise, so it costs
+    nothing (post-processing).
+
+    >>> Func("power", (Agg("stddev_samp", Col("x")), Lit(2))).sql()
+    'POWER(STDDEV_SAMP("x"), 2)'
+    """
+
+    name: str
+    args: tuple[Expr, ...]
+
+    def sql(self) -> str:
+        return f"{self.name.upper()}({', '.join(a.sql() for a in self.args)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,6 +115,12 @@ class QueryPlan:
     outputs: tuple[Output, ...] = ()
     having: Expr | None = None
     order_by: tuple[OrderKey, ...] = ()
+    #: ``LIMIT``/``TOP``/``FETCH`` and ``OFFSET``: rows of the released table kept after
+    #: HAVING and ORDER BY (post-processing; every group is still measured and charged)
+    limit: int | None = None
+    offset: int = 0
+    #: what the front end did that the analyst should know (e.g. a literal's type coerced)
+    notes: tuple[str, ...] = ()
 
     @property
     def private_table(self) -> str:
@@ -147,6 +153,10 @@ class QueryPlan:
         if self.order_by:
             parts.append("ORDER BY " + ", ".join(
                 k.expr.sql() + (" DESC" if k.descending else "") for k in self.order_by))
+        if self.limit is not None:
+            parts.append(f"LIMIT {self.limit}")
+        if self.offset:
+            parts.append(f"OFFSET {self.offset}")
         return " ".join(parts)
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .aggregates import AggregateKind, Atom, Interval, iv_div, iv_mul
+from .aggregates import AggregateKind, Atom, Interval, iv_div, iv_mul, sqrt_fraction
 from .expr import (
     Agg,
     And,
@@ -27,6 +27,7 @@ from .expr import (
     Case,
     Compare,
     Expr,
+    Func,
     InList,
     IsNull,
     KeyRef,
@@ -161,6 +162,11 @@ class NoisyAnswer:
                 if self.point(c, g) is True:
                     return self.point(v, g)
             return self.point(e.default, g) if e.default is not None else None
+        if isinstance(e, Func):
+            args = [self.point(a, g) for a in e.args]
+            if any(a is None or isinstance(a, bool) for a in args):
+                return None
+            return apply_function(e.name, [float(a) for a in args])
         raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
 
     def interval(self, e: Expr, g: int, alpha: float) -> Interval | None:
@@ -192,6 +198,11 @@ class NoisyAnswer:
             if a is None or b is None:
                 return None
             return {"+": iv_add, "-": iv_sub, "*": iv_mul, "/": iv_div}[e.op](a, b)
+        if isinstance(e, Func):
+            parts = [self._iv(a, g, ivs) for a in e.args]
+            if any(p is None for p in parts):
+                return None
+            return function_interval(e.name, parts)  # type: ignore[arg-type]
         return None
 
     # -- the table --------------------------------------------------------------------
@@ -211,6 +222,8 @@ class NoisyAnswer:
             # NULLs last whatever the direction
             nulls = [g for g in groups if self.point(k.expr, g) is None]
             groups = [g for g in groups if self.point(k.expr, g) is not None] + nulls
+        stop = None if plan.limit is None else plan.offset + plan.limit
+        groups = groups[plan.offset:stop]
         names: list[str] = []
         for o, n in zip(outputs, noisy, strict=True):
             names.append(o.name)
@@ -251,6 +264,89 @@ def _num(v: Any) -> Any:
 
 def _out(v: Any) -> Any:
     return float(v) if isinstance(v, Fraction) else v
+
+
+def apply_function(name: str, args: Sequence[float]) -> float | None:
+    """A scalar function of released values; NULL where it is undefined (``SQRT`` of a
+    negative noisy variance, ``LN`` of a non-positive value), never an error.
+
+    >>> apply_function("power", [3.0, 2.0]), apply_function("sqrt", [-1.0])
+    (9.0, None)
+    """
+    if name == "rand":  # independent of the data: any generator would do; the OS's is used
+        import secrets
+
+        return secrets.randbits(53) / 2**53
+    x = args[0]
+    try:
+        if name == "abs":
+            return abs(x)
+        if name == "sqrt":
+            return math.sqrt(x) if x >= 0 else None
+        if name == "power":
+            r = x ** args[1]
+            return r if isinstance(r, float) and math.isfinite(r) else None
+        if name == "exp":
+            return math.exp(x)
+        if name in ("ln", "log10"):
+            return (math.log(x) if name == "ln" else math.log10(x)) if x > 0 else None
+        if name == "round":  # ROUND(x) or ROUND(x, decimals)
+            return float(round(x, int(args[1]))) if len(args) > 1 else float(round(x))
+        if name == "floor":
+            return float(math.floor(x))
+        if name == "ceil":
+            return float(math.ceil(x))
+    except (OverflowError, ValueError, ZeroDivisionError):
+        return None
+    raise TypeError(f"unknown function {name}")  # pragma: no cover - the front ends check
+
+
+def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
+    """The image of an interval under a released-value function (each is monotone on the
+    pieces where it is defined); None where the function is undefined on part of it.
+
+    >>> function_interval("power", [(Fraction(-2), Fraction(3)), (Fraction(2), Fraction(2))])
+    (Fraction(0, 1), Fraction(9, 1))
+    >>> function_interval("sqrt", [(Fraction(-1), Fraction(4))])
+    (Fraction(0, 1), Fraction(2, 1))
+    """
+    if name == "rand":
+        return None  # a draw, not an estimate: no interval
+    lo, hi = parts[0]
+    if name == "abs":
+        if lo >= 0:
+            return (lo, hi)
+        if hi <= 0:
+            return (-hi, -lo)
+        return (Fraction(0), max(-lo, hi))
+    if name == "power":
+        k_lo, k_hi = parts[1]
+        if k_lo != k_hi:
+            return None  # an exponent that is itself noisy: no interval
+        k = k_lo
+        if k.denominator == 1 and k >= 0:
+            ends = [lo ** int(k), hi ** int(k)]
+            if k % 2 == 0 and lo < 0 < hi:
+                return (Fraction(0), max(ends))
+            return (min(ends), max(ends))
+        if hi < 0 or (k < 0 and lo <= 0):
+            return None  # undefined, or unbounded near 0
+        lo = max(lo, Fraction(0))  # a fractional power: of the interval's non-negative part
+        a, b = (apply_function("power", [float(x), float(k)]) for x in (lo, hi))
+        if a is None or b is None:
+            return None
+        return (Fraction(min(a, b)), Fraction(max(a, b)))
+    if name == "sqrt":  # the square root of the interval's non-negative part
+        if hi < 0:
+            return None
+        return (sqrt_fraction(max(lo, Fraction(0))), sqrt_fraction(hi))
+    if name in ("ln", "log10") and lo <= 0:
+        return None
+    rest = [float(p[0]) for p in parts[1:]]  # ROUND's decimals: a constant
+    a, b = (apply_function(name, [float(x)] + rest) for x in (lo, hi))  # increasing functions
+    if a is None or b is None:
+        return None
+    return (Fraction(a), Fraction(b))
 
 
 def _compare(op: str, a: Any, b: Any) -> bool:

@@ -145,8 +145,10 @@ def agg_name(agg: Agg, function: str | None = None) -> str:
         if agg.func == "quantile":
             function = {0: "min", 1: "max"}.get(agg.p, "median" if agg.p == 1 / 2 else "quantile")  # type: ignore[call-overload]
         else:
-            function = _AGG_SQL_NAMES[agg.func]
+            function = _AGG_SQL_NAMES.get(agg.func, agg.func)
     if isinstance(agg.arg, Col):
+        if isinstance(agg.arg2, Col):
+            return f"{function}_{agg.arg.name}_{agg.arg2.name}"
         return f"{function}_{agg.arg.name}"
     return function
 

@@ -5,11 +5,15 @@ The supported subset is one aggregate ``SELECT`` over one private table::
     SELECT [group keys,] aggregates and arithmetic on them
     FROM private_table [AS a] [[LEFT] JOIN public_table [AS p] ON a.x = p.y [AND ...]]
     [WHERE row predicate] [GROUP BY keys] [HAVING predicate on released values]
-    [ORDER BY released values or keys]
+    [ORDER BY released values or keys] [LIMIT n [OFFSET m]]
 
-with ``COUNT(*)``, ``COUNT(x)``, ``COUNT(DISTINCT person)``, ``SUM``, ``AVG``,
-``VARIANCE``/``VAR_SAMP``/``VAR_POP``, ``STDDEV``/``STDDEV_SAMP``/``STDDEV_POP``, ``MEDIAN``,
-``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``, ``QUANTILE(x, p)``, ``MIN``, ``MAX``;
+(``SELECT DISTINCT`` and a ``GROUP BY`` without aggregates release the key set; ``TOP n`` and
+``FETCH FIRST n ROWS ONLY`` are ``LIMIT n``) with ``COUNT(*)``, ``COUNT(x)``,
+``COUNT(DISTINCT x)``, ``SUM``, ``AVG``, ``VARIANCE``/``VAR``/``VAR_SAMP``/``VAR_POP``,
+``STDDEV``/``STD``/``STDEV``/``STDDEV_SAMP``/``STDDEV_POP``, ``MEDIAN``,
+``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``, ``QUANTILE(x, p)``, ``MIN``, ``MAX``,
+``IQR``, ``REGR_SLOPE``/``REGR_INTERCEPT``/``CORR(y, x)``; functions of released values
+(``ABS``, ``SQRT``, ``POWER``, ``EXP``, ``LN``, ``LOG``, ``ROUND``, ``FLOOR``, ``CEIL``);
 predicates with comparisons, ``IN``, ``BETWEEN``, ``IS NULL``, ``AND``/``OR``/``NOT``;
 ``CASE`` with public constants; ``+ - * /``; and public binning with ``WIDTH_BUCKET(x, lo,
 hi, n)`` or ``BIN(x, e0, e1, ..., ek)``. Anything else is refused with an
@@ -22,14 +26,17 @@ hi, n)`` or ``BIN(x, e0, e1, ..., ek)``. Anything else is refused with an
 >>> plan = parse_sql("SELECT sex, COUNT(*) AS n FROM t WHERE age >= 18 GROUP BY sex", cat)
 >>> [o.name for o in plan.outputs]
 ['sex', 'n']
->>> parse_sql("SELECT age FROM t LIMIT 5", cat)
+>>> parse_sql("SELECT sex, COUNT(*) AS n FROM t GROUP BY sex ORDER BY n DESC LIMIT 1", cat).limit
+1
+>>> parse_sql("SELECT * FROM t", cat)
 Traceback (most recent call last):
 ...
-statcurator.core.errors.UnsupportedQueryError: LIMIT is not supported in a DP query; drop it: a DP query returns one row per group, and you may sort or truncate the released table yourself
+statcurator.core.errors.UnsupportedQueryError: SELECT * (row-level output) is not supported in a DP query; select aggregates such as COUNT(*) or AVG(col), grouped by public keys
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -45,6 +52,7 @@ from .expr import (
     Col,
     Compare,
     Expr,
+    Func,
     InList,
     IsNull,
     KeyRef,
@@ -59,9 +67,20 @@ from .scope import Scope, agg_name, key_refs, unique_names
 
 __all__ = ["parse_sql", "SUPPORTED_AGGREGATES"]
 
-SUPPORTED_AGGREGATES = ("COUNT(*)", "COUNT(x)", "COUNT(DISTINCT person)", "SUM", "AVG",
-                        "VARIANCE", "VAR_SAMP", "VAR_POP", "STDDEV", "STDDEV_SAMP",
-                        "STDDEV_POP", "MEDIAN", "PERCENTILE_CONT", "QUANTILE", "MIN", "MAX")
+SUPPORTED_AGGREGATES = ("COUNT(*)", "COUNT(x)", "COUNT(DISTINCT x)", "SUM", "AVG",
+                        "VARIANCE", "VAR", "VAR_SAMP", "VAR_POP", "STDDEV", "STD", "STDEV",
+                        "STDDEV_SAMP", "STDDEV_POP", "MEDIAN", "PERCENTILE_CONT", "QUANTILE",
+                        "MIN", "MAX", "IQR", "REGR_SLOPE", "REGR_INTERCEPT", "CORR")
+
+#: aggregate spellings sqlglot leaves as plain function calls → the IR's function. VAR and
+#: STDEV are the sample statistics (T-SQL; VARP and STDEVP the population ones); STD is the
+#: population standard deviation (MySQL's STD = STDDEV_POP).
+_NAMED_AGGREGATES = {"mean": "avg", "var": "var_samp", "varp": "var_pop", "std": "stddev_pop",
+                     "stdev": "stddev_samp", "stdevp": "stddev_pop", "iqr": "iqr"}
+
+#: functions of released values (post-processing), by sqlglot's node key
+_FUNCTION_KEYS = {"abs": "abs", "sqrt": "sqrt", "pow": "power", "exp": "exp", "ln": "ln",
+                  "round": "round", "floor": "floor", "ceil": "ceil"}
 
 
 def _refuse(construct: str, remedy: str) -> UnsupportedQueryError:
@@ -79,9 +98,14 @@ def parse_sql(text: str, catalog: Catalog) -> QueryPlan:
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
     except ParseError as e:
-        msg = str(e).splitlines()[0]
-        raise UnsupportedQueryError(f"cannot parse the query: {msg}",
-                                    remedy="check the SQL syntax") from None
+        # T-SQL's SELECT TOP n and [bracketed] names: the one other spelling analysts bring
+        # (sqlglot reads TOP n as LIMIT n); anything else is reported against DuckDB's SQL
+        try:
+            statements = [s for s in sqlglot.parse(text, read="tsql") if s is not None]
+        except ParseError:
+            msg = str(e).splitlines()[0]
+            raise UnsupportedQueryError(f"cannot parse the query: {msg}",
+                                        remedy="check the SQL syntax") from None
     if len(statements) != 1:
         raise UnsupportedQueryError(f"got {len(statements)} statements",
                                     remedy="send exactly one SELECT statement")
@@ -106,20 +130,18 @@ class _Converter:
                 remedy="write an aggregate SELECT ... FROM table")
         for key, what, remedy in (
                 ("with", "WITH (common table expressions)", "inline the expression in one SELECT"),
-                ("limit", "LIMIT", "drop it: a DP query returns one row per group, and you may "
-                                   "sort or truncate the released table yourself"),
-                ("offset", "OFFSET", "drop it and slice the released table yourself"),
-                ("distinct", "SELECT DISTINCT (it lists row values)",
-                 "use GROUP BY with COUNT(*) instead"),
                 ("qualify", "QUALIFY", "drop it"),
                 ("windows", "WINDOW", "drop the window clause")):
             if tree.args.get(key):
                 raise _refuse(what, remedy)
-        if tree.args.get("fetch"):
-            raise _refuse("FETCH", "drop it and slice the released table yourself")
+        limit, offset = self.limit(tree)
+        distinct = tree.args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            raise _refuse("SELECT DISTINCT ON", "use GROUP BY with the aggregates you need")
         # every other clause (USING SAMPLE, INTO, hints, ...) would be silently ignored by the
         # plan, so that the answer would not be the one asked for: refuse it by name
-        known = {"expressions", "from", "from_", "joins", "where", "group", "having", "order"}
+        known = {"expressions", "from", "from_", "joins", "where", "group", "having", "order",
+                 "limit", "offset", "fetch", "distinct"}
         for key, value in tree.args.items():
             if value and key not in known:
                 raise _refuse(f"the {key.upper()} clause of SELECT",
@@ -133,6 +155,7 @@ class _Converter:
                 raise _refuse("a subquery", "write a single SELECT over one private table "
                                             "(joined only with public tables)")
         relation, scope = self.relation(tree)
+        self.notes: list[str] = []
         where = tree.args.get("where")
         if where is not None:
             relation = Filter(relation, self.row(where.this, scope, "WHERE"))
@@ -143,15 +166,23 @@ class _Converter:
                           "select aggregates such as COUNT(*) or AVG(col), grouped by public keys")
         aliases = [i.alias if isinstance(i, exp.Alias) else None for i in items]
         bodies = [i.this if isinstance(i, exp.Alias) else i for i in items]
+        if distinct is not None:
+            if any(self.has_aggregate(b) for b in bodies) or tree.args.get("group") is not None:
+                raise _refuse("SELECT DISTINCT with aggregates or GROUP BY",
+                              "drop DISTINCT: the released rows of a grouped query are one per "
+                              "group already")
+            # SELECT DISTINCT a, b lists the (a, b) values present: the released key set of
+            # GROUP BY a, b (public key sets, or DP partition selection)
+            tree = tree.copy()
+            tree.set("group", exp.Group(expressions=[b.copy() for b in bodies]))
+            self.notes.append("SELECT DISTINCT answered as GROUP BY of its columns: the "
+                              "released key set")
         keys = self.group_keys(tree, bodies, aliases, scope)
         outputs = self.outputs(bodies, aliases, keys, scope)
-        if not any(o.expr.aggregates() for o in outputs):
-            if not keys:
-                raise _refuse("a row-level SELECT (no aggregate)",
-                              "aggregate: e.g. SELECT COUNT(*) FROM t, or AVG(col) with declared "
-                              "bounds; a DP query releases only aggregates")
-            raise _refuse("a GROUP BY without an aggregate (it lists the groups)",
-                          "add an aggregate such as COUNT(*) to the SELECT list")
+        if not any(o.expr.aggregates() for o in outputs) and not keys:
+            raise _refuse("a row-level SELECT (no aggregate)",
+                          "aggregate: e.g. SELECT COUNT(*) FROM t, or AVG(col) with declared "
+                          "bounds; a DP query releases only aggregates")
         named = {o.name: o.expr for o in outputs}
         having = None
         if tree.args.get("having") is not None:
@@ -169,7 +200,47 @@ class _Converter:
                 else:
                     e = self.output(node, keys, scope, "ORDER BY", named)
                 order.append(OrderKey(e, bool(o.args.get("desc"))))
-        return QueryPlan(relation, tuple(keys), tuple(outputs), having, tuple(order))
+        if limit is not None and not order:
+            self.notes.append(f"LIMIT {limit} without ORDER BY keeps the first {limit} released "
+                              "groups in the engine's order")
+        return QueryPlan(relation, tuple(keys), tuple(outputs), having, tuple(order),
+                         limit=limit, offset=offset, notes=tuple(self.notes))
+
+    def limit(self, tree: Any) -> tuple[int | None, int]:
+        """``LIMIT``/``TOP``/``FETCH FIRST`` and ``OFFSET``: non-negative integer constants,
+        applied to the released table (post-processing)."""
+        exp = self.exp
+
+        def count(node: Any, what: str) -> int:
+            lit = self.literal(node) if node is not None else None
+            v = None if lit is None else lit.value
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise UnsupportedQueryError(
+                    f"{what} must be a non-negative integer constant, got "
+                    f"{node.sql() if node is not None else 'nothing'}",
+                    remedy=f"write e.g. {what} 10")
+            return v
+
+        limit = offset = None
+        node = tree.args.get("limit") or tree.args.get("fetch")
+        if node is not None:
+            opts = node.args.get("limit_options")
+            if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
+                raise _refuse(f"{node.sql()} (PERCENT / WITH TIES)",
+                              "limit the released table to a number of rows: LIMIT 10")
+            extra = [k for k, v in node.args.items()
+                     if v and k not in ("this", "expression", "count", "direction",
+                                        "limit_options")]
+            if extra:
+                raise _refuse(f"{node.sql()} ({', '.join(extra)})", "write LIMIT n OFFSET m")
+        if isinstance(node, exp.Fetch):
+            limit = count(node.args.get("count"), "FETCH FIRST")
+        elif node is not None:
+            limit = count(node.expression, "LIMIT")
+        node = tree.args.get("offset")
+        if node is not None:
+            offset = count(node.expression, "OFFSET")
+        return limit, offset or 0
 
     # -- FROM and JOIN -----------------------------------------------------------------
     def relation(self, tree: Any) -> tuple[Relation, Scope]:
@@ -227,9 +298,17 @@ class _Converter:
                           "read a registered table by name, optionally with a table alias")
         if node.args.get("db") or node.args.get("catalog"):
             name = node.sql(dialect="duckdb").split(" AS ")[0].replace('"', "")
+            try:
+                info = self.catalog.table_info(name)
+            except UnsupportedQueryError as first:
+                # a schema-qualified name (census.pums, main.t) names the registered table
+                # of its last part when no table is registered under the whole name
+                try:
+                    info = self.catalog.table_info(node.name)
+                except UnsupportedQueryError:
+                    raise first from None
         else:
-            name = node.name
-        info = self.catalog.table_info(name)
+            info = self.catalog.table_info(node.name)
         alias = node.alias or info.name
         return Scan(info.name, alias)
 
@@ -329,12 +408,13 @@ class _Converter:
         key = str(getattr(node, "key", ""))
         return {"variance": "var", "variancepop": "var_pop", "stddevsamp": "stddev",
                 "stddevpop": "stddev_pop", "percentilecont": "percentile_cont",
-                "percentiledisc": "percentile_disc", "approxquantile": "quantile"}.get(key, key)
+                "percentiledisc": "percentile_disc", "approxquantile": "quantile",
+                "regrslope": "regr_slope", "regrintercept": "regr_intercept"}.get(key, key)
 
     def has_aggregate(self, node: Any) -> bool:
         exp = self.exp
         return any(isinstance(n, exp.AggFunc) or (isinstance(n, exp.Anonymous)
-                                                   and str(n.this).lower() in ("mean",))
+                                                   and str(n.this).lower() in _NAMED_AGGREGATES)
                    for n in node.walk())
 
     def output(self, node: Any, keys: list[GroupKey], scope: Scope, where: str,
@@ -345,6 +425,12 @@ class _Converter:
             return self.output(node.this, keys, scope, where, named)
         if isinstance(node, exp.Column) and not node.table and node.name in named:
             return named[node.name]
+        if isinstance(node, exp.Pi):  # public constants of the output
+            return Lit(math.pi)
+        if isinstance(node, exp.Rand):
+            if node.args.get("this") is not None:
+                raise _refuse(f"{node.sql()} (a seeded random number)", "write RAND()")
+            return Func("rand", ())
         refers = any(isinstance(n, exp.Column) and not n.table and n.name in named
                      for n in node.walk())
         if not self.has_aggregate(node) and not refers:
@@ -376,8 +462,44 @@ class _Converter:
             whens = tuple((sub(i.this), sub(i.args["true"])) for i in node.args["ifs"])
             d = node.args.get("default")
             return Case(whens, sub(d) if d is not None else None)
+        func = self.released_function(node, sub)
+        if func is not None:
+            return func
         raise _refuse(f"{node.sql()} in {where}",
-                      "combine aggregates only with + - * / comparisons, AND/OR/NOT and CASE")
+                      "combine aggregates only with + - * /, ABS, SQRT, POWER, EXP, LN, LOG10, "
+                      "ROUND, FLOOR, CEIL, comparisons, AND/OR/NOT and CASE")
+
+    def released_function(self, node: Any, sub: Any) -> Func | None:
+        """A scalar function of released values (``SQRT(VARIANCE(x))``): post-processing."""
+        exp = self.exp
+        key = str(getattr(node, "key", ""))
+        if isinstance(node, exp.Log):  # LOG(x) is the base-10 logarithm (DuckDB, PostgreSQL)
+            if node.expression is None:
+                return Func("log10", (sub(node.this),))
+            base = self.literal(node.this)
+            if base is None or base.value not in (10, 10.0):
+                raise _refuse(f"{node.sql()} (a logarithm to a base other than 10)",
+                              "write LN(x) / LN(b), or LOG10(x)")
+            return Func("log10", (sub(node.expression),))
+        if key not in _FUNCTION_KEYS:
+            return None
+        name = _FUNCTION_KEYS[key]
+        extra = [k for k, v in node.args.items()
+                 if v is not None and k not in ("this", "expression", "decimals")]
+        if extra:
+            raise _refuse(f"{node.sql()} ({', '.join(extra)})", f"write {name.upper()}(x)")
+        args = [sub(node.this)]
+        if name == "power":
+            args.append(Lit(self.constant(node.expression, "POWER's exponent")))
+        if node.args.get("decimals") is not None:
+            if name != "round":
+                raise _refuse(node.sql(), f"write {name.upper()}(x)")
+            d = self.constant(node.args["decimals"], "ROUND's number of decimals")
+            if not isinstance(d, int):
+                raise UnsupportedQueryError("ROUND's number of decimals must be an integer",
+                                            remedy="write ROUND(x, 2)")
+            args.append(Lit(d))
+        return Func(name, tuple(args))
 
     # -- aggregates --------------------------------------------------------------------
     def aggregate(self, node: Any, scope: Scope) -> Agg | None:
@@ -419,10 +541,19 @@ class _Converter:
         for cls, func in simple.items():
             if type(node) is cls:
                 return Agg(func, arg(node.this))
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "mean":
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _NAMED_AGGREGATES:
+            name = str(node.this).upper()
             if len(node.expressions) != 1:
-                raise UnsupportedQueryError("MEAN takes one argument", remedy="write MEAN(x)")
-            return Agg("avg", arg(node.expressions[0]))
+                raise UnsupportedQueryError(f"{name} takes one argument",
+                                            remedy=f"write {name}(x)")
+            return Agg(_NAMED_AGGREGATES[name.lower()], arg(node.expressions[0]))
+        two = {exp.Corr: "corr", exp.RegrSlope: "regr_slope", exp.RegrIntercept: "regr_intercept"}
+        for cls2, func in two.items():
+            if type(node) is cls2:
+                if node.expression is None:
+                    raise UnsupportedQueryError(f"{func.upper()} takes two arguments (y, x)",
+                                                remedy=f"write {func.upper()}(y, x)")
+                return Agg(func, arg(node.this), arg2=arg(node.expression))
         if isinstance(node, exp.Median):
             return Agg("quantile", arg(node.this), Fraction(1, 2))
         if isinstance(node, exp.Min):
@@ -499,7 +630,9 @@ class _Converter:
 
         cmp = self._comparison(node)
         if cmp is not None:
-            return Compare(cmp, sub(node.this), sub(node.expression))
+            left, right = sub(node.this), sub(node.expression)
+            return Compare(cmp, left, self.coerce(right, left, scope)) if isinstance(right, Lit) \
+                else Compare(cmp, self.coerce(left, right, scope), right)
         if isinstance(node, exp.And):
             return And(tuple(sub(n) for n in node.flatten()))
         if isinstance(node, exp.Or):
@@ -520,7 +653,9 @@ class _Converter:
         if isinstance(node, exp.In):
             return self._in(node, scope, where, negated=False)
         if isinstance(node, exp.Between):
-            return Between(sub(node.this), sub(node.args["low"]), sub(node.args["high"]))
+            x = sub(node.this)
+            return Between(x, self.coerce(sub(node.args["low"]), x, scope),
+                           self.coerce(sub(node.args["high"]), x, scope))
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise _refuse(node.sql(), "use IS NULL / IS NOT NULL or a comparison")
@@ -583,7 +718,40 @@ class _Converter:
             if lit is None:
                 raise _refuse(f"IN with a non-constant ({v.sql()})", "list constants only")
             values.append(lit)
-        return InList(self.row(node.this, scope, where), tuple(values), negated)
+        x = self.row(node.this, scope, where)
+        return InList(x, tuple(self.coerce(v, x, scope) for v in values), negated)  # type: ignore[misc]
+
+    def coerce(self, value: Expr, against: Expr, scope: Scope) -> Expr:
+        """A constant compared with a column of another type, converted to the column's type
+        where the conversion is exact and unambiguous — a quoted number against a numeric
+        column (``educ = '8'``), TRUE/FALSE against a numeric one (as 1/0), 0/1 or 'true'/
+        'false' against a boolean one — and stated in the plan's notes. A number against a
+        text column is not converted (``'08'`` and ``'8'`` would both be 8): it is refused.
+        """
+        if not isinstance(value, Lit) or not isinstance(against, Col) or value.value is None:
+            return value
+        kind = scope.info_of(against).kind(against.name)
+        v: Any = value.value
+        new: Any = v
+        if kind in ("integer", "real") and isinstance(v, str):
+            try:
+                new = _number(v.strip())
+            except ValueError:
+                return value
+            if isinstance(new, float) and not math.isfinite(new):
+                return value
+        elif kind in ("integer", "real") and isinstance(v, bool):
+            new = int(v)
+        elif kind == "boolean" and isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+            new = bool(v)
+        elif kind == "boolean" and isinstance(v, str) and v.strip().lower() in ("true", "false"):
+            new = v.strip().lower() == "true"
+        if new is v:
+            return value
+        lit = Lit(new)
+        self.notes.append(f"the constant {value.sql()} compared with the {kind} column "
+                          f"{against.name!r} was read as {lit.sql()}")
+        return lit
 
 
 def _number(text: str) -> int | float:
