@@ -225,3 +225,32 @@ def test_more_remedies_are_in_cli_terms(tmp_path) -> None:
     csv, _ = _table_with_an_empty_category(tmp_path)
     r = runner.invoke(app, ["estimate", csv, "--ledger", ":memory:", "-e", "1", "median", "x"])
     assert r.exit_code == 2 and "declare bounds" in r.output and "bounds=(" not in r.output
+
+
+def test_query_report_renders_the_release_and_its_certificate(tmp_path) -> None:
+    out = tmp_path / "r.html"
+    r = runner.invoke(app, ["query", "adult", "--ledger", ":memory:", "--epsilon", "1",
+                            "--report", str(out), "--json",
+                            "SELECT sex, COUNT(*) AS n, AVG(age) AS a FROM adult GROUP BY sex"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["report"] == str(out) and doc["certificate"]["recheck"]["passed"]
+    page = out.read_text()
+    for needle in ("The answer", "What the guarantee means", "73.1%", "The certificate",
+                   "passed", "data:image/png;base64", "statcurator-certificate/1"):
+        assert needle in page, needle
+
+
+def test_query_report_is_checked_before_anything_is_spent(tmp_path) -> None:
+    led = tmp_path / "l.db"
+    for bad, needle in (("r.txt", "end the file name"), ("", "a directory")):
+        r = runner.invoke(app, ["query", "adult", "--ledger", str(led), "--analyst", "ana",
+                                "--epsilon", "1", "--report", str(tmp_path / bad),
+                                "SELECT COUNT(*) FROM adult"])
+        assert r.exit_code != 0 and needle in r.output, r.output
+    r = runner.invoke(app, ["query", "adult", "--ledger", str(led), "--analyst", "ana",
+                            "--epsilon", "1", "--dry-run", "--report", str(tmp_path / "r.html"),
+                            "SELECT COUNT(*) FROM adult"])
+    assert r.exit_code != 0 and "--dry-run" in r.output
+    assert not led.exists() or "spent ε=0" in runner.invoke(
+        app, ["budget", "--ledger", str(led), "--analyst", "ana", "adult"]).output

@@ -660,12 +660,17 @@ class Query:
                                             remedy="alpha=0.05 gives 95% intervals")
             bound = self.bind(epsilon, delta, weights=weights, rho=rho)
             cost = bound.check_cost()
+            # Kerckhoffs: the release's certificate, and the cost derived again from it by a
+            # second, independent analysis; a compiler that under-charges is refused here
+            from .query.certificate import certify
+
+            cert = certify(bound, cur.catalog.table_info(table).meta, cur.catalog)
             rid = request_id if request_id is not None else uuid.uuid4().hex
             if cq.measures_nothing:  # the declared key set: public, nothing to charge
                 from .query.relational import ExactResult
 
                 return self._build(bound, bound.noise(ExactResult(cq.engine_plan.key_names), a),
-                                   analyst, rid, a, nonnegative)
+                                   analyst, rid, a, nonnegative, cert)
             cur._ensure_budget(analyst, table)
             # a query the data's types cannot run: refused uncharged
             cur.engine.validate(cq.engine_plan)
@@ -674,16 +679,21 @@ class Query:
                                        mechanism=bound.mechanism_summary())
             if charge.replayed:
                 return Release.from_json(cur.ledger.replay(analyst, rid), replayed=True)
+            cert["ledger"] = {"location": cur.ledger.location, "seq": charge.seq,
+                              "request_id": rid, "analyst": charge.analyst,
+                              "charged": str(charge.cost),
+                              "at": charge.timestamp.isoformat(timespec="seconds")}
             salt = rng.random_bytes(16).hex()
             exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
         # the query Measurement's function is the noise: the same object whose map was charged
         rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a,
-                          nonnegative)
+                          nonnegative, cert)
         cur.ledger.store_answer(analyst, rid, rel.to_json())
         return rel
 
     def _build(self, bound: BoundQuery, noisy: Any, analyst: str, rid: str,
-               alpha: float, nonnegative: bool = False) -> Release:
+               alpha: float, nonnegative: bool = False,
+               certificate: dict[str, Any] | None = None) -> Release:
         from . import __version__
         from .accounting import analyst_id
         from .query.release import Release
@@ -703,6 +713,8 @@ class Query:
         }
         if nonnegative:
             provenance["post_processing"] = "counts clamped at 0 (free post-processing)"
+        if certificate is not None:
+            provenance["certificate"] = certificate
         return Release.build(bound, noisy, provenance)
 
     def __repr__(self) -> str:

@@ -39,10 +39,12 @@ from ._common import (
     emit,
     exact_option,
     handle_errors,
+    output_path,
     print_json,
     print_table,
     register_data,
     show_ledger,
+    writing,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
 
@@ -87,6 +89,9 @@ def register(app: typer.Typer) -> None:
             "--server", help="Ask a running `statcurator serve` at this URL instead.")] = None,
         token: Annotated[str | None, typer.Option(
             "--token", envvar="STATCURATOR_TOKEN", help="API token for --server.")] = None,
+        report: Annotated[Path | None, typer.Option(
+            "--report", help="Write an HTML report of the release: answers with intervals as "
+                             "a chart, the guarantee in words, the certificate.")] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Answer an aggregate SQL query with differential privacy (intervals included)."""
@@ -110,13 +115,17 @@ def register(app: typer.Typer) -> None:
                                         remedy="--alpha 0.05 gives 95% intervals")
         if engine not in ("duckdb", "spark"):
             raise InvalidParameterError(f"unknown engine {engine!r}", remedy="use duckdb or spark")
+        if report is not None and dry_run:
+            raise InvalidParameterError("--report describes a release, and a dry run releases "
+                                        "nothing", remedy="drop --report, or drop --dry-run")
+        output_path(report, "--report", (".html", ".htm"))  # checked before anything is spent
         if server is not None:  # the client side: the server's token is the analyst
             from .serve import remote_query
 
             remote_query(server, token, sql if sql is not None else data, epsilon=eps,
                          delta=dlt, rho=r, alpha=alpha, dry_run=dry_run,
                          request_id=request_id, rows=rows, nonnegative=nonnegative,
-                         json_output=json_output, warnings=_warnings(eps))
+                         json_output=json_output, warnings=_warnings(eps), report=report)
             return
         if sql is None:
             raise InvalidParameterError("no SQL query given",
@@ -160,9 +169,20 @@ def register(app: typer.Typer) -> None:
                                     alpha=alpha, nonnegative=nonnegative, **loss)
             if not throwaway:
                 save_anchor(cur.ledger)
-            _show_release(cur, rel, who, name, json_output, warnings)
+            written = write_release_report(rel, report)
+            _show_release(cur, rel, who, name, json_output, warnings, written)
         finally:
             cur.close()
+
+
+def write_release_report(rel: Any, report: Path | None) -> Path | None:
+    """Write ``--report`` (the release is already made and charged: a failure to write says
+    so, and the answer is still printed by the caller's next step)."""
+    if report is None:
+        return None
+    from ..report.release import write_report
+
+    return writing(report, "--report", lambda: write_report(rel, report))
 
 
 def _warnings(eps: Any) -> list[str]:
@@ -244,7 +264,7 @@ def _num(x: Any) -> str:
 
 
 def _show_release(cur: Any, rel: Any, analyst: str, dataset: str, as_json: bool,
-                  warnings: list[str]) -> None:
+                  warnings: list[str], report: Path | None = None) -> None:
     mech = {col: [{"mechanism": i["mechanism"], "scale": i.get("scale"),
                    "epsilon": i.get("epsilon"), "rho": i.get("rho"),
                    "measure": i.get("measure")}
@@ -258,6 +278,8 @@ def _show_release(cur: Any, rel: Any, analyst: str, dataset: str, as_json: bool,
                "alpha": rel.alpha, "replayed": rel.replayed,
                "request_id": rel.provenance.get("request_id"), "analyst": analyst,
                "post_processing": rel.provenance.get("post_processing"),
+               "certificate": rel.provenance.get("certificate"),
+               "report": None if report is None else str(report),
                **_ledger_json(led), "budget_remaining": str(grant.remaining),
                "dataset_budget_remaining": str(data.remaining), "warnings": warnings}
         print_json(out)
@@ -270,6 +292,12 @@ def _show_release(cur: Any, rel: Any, analyst: str, dataset: str, as_json: bool,
         emit(f"  post-processing: {rel.provenance['post_processing']}")
     emit(f"  budget of {analyst} on {dataset}: {grant}")
     emit(f"  dataset-wide budget of {dataset}: {data}")
+    check = (rel.provenance.get("certificate") or {}).get("recheck")
+    if check:
+        emit("  certificate: cost re-derived independently — "
+             + ("passed" if check["passed"] else "FAILED"))
+    if report is not None:
+        emit(f"  report: {report}")
 
 
 def _floats(x: Any) -> Any:

@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
 def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delta: Any,
                  alpha: float, dry_run: bool, request_id: str | None, rows: int | None,
                  json_output: bool, warnings: list[str], rho: Any = None,
-                 nonnegative: bool = False) -> None:
+                 nonnegative: bool = False, report: Any = None) -> None:
     """Ask a running service; print what the local ``statcurator query`` prints."""
     from ..core.errors import InvalidParameterError
     from . import query as local
@@ -97,8 +97,9 @@ def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delt
 
     rel = Release.from_dict(out["release"], replayed=bool(out["replayed"]))
     who = rel.provenance.get("analyst", "(your token)")
+    written = local.write_release_report(rel, report)
     local._show_release(_RemoteCurator(server, out["budget"]), rel, who, out["dataset"],
-                        json_output, warnings)
+                        json_output, warnings, written)
 
 
 def _call(server: str, token: str, path: str, body: dict[str, Any],

@@ -209,6 +209,14 @@ class BoundQuery:
             stability = Transformation(relation, metric, _identity,
                                        functools.partial(_times, obj.sensitivity), name=m.label)
             chains.append(stability >> obj.measurement(metric))
+        if self.zcdp:
+            # an exponential-mechanism quantile is pure ε-DP, hence ε²/2-zCDP: each one is
+            # stated in the currency asked for before the zCDP composition (converting the
+            # composed ε instead would charge (Σε)²/2, more than Σ ε²/2)
+            chains = [c if c.output_measure is ZCDP else
+                      Measurement(c.input_space, ZCDP, c.function,
+                                  functools.partial(_as_zcdp, c.privacy_map), name=c.name)
+                      for c in chains]
         composed = sequential(chains, name=cq.text or cq.plan.sql())
         return Measurement(relation, composed.output_measure, self.noise,
                            composed.privacy_map, name=composed.name)
@@ -419,6 +427,12 @@ def _metric(m: Measure, vector: bool, zcdp: bool) -> Any:
     if zcdp:
         return L2Distance() if vector else AbsoluteDistance()
     return L1Distance() if vector else AbsoluteDistance()
+
+
+def _as_zcdp(privacy_map: Any, d: Fraction) -> PrivacyLoss:
+    from ..core.measures import convert
+
+    return convert(privacy_map(d), "zcdp")
 
 
 def _changed(cq: CompiledQuery) -> int:
