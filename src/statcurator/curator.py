@@ -505,6 +505,8 @@ class Query:
         self.text = text
         self._compiled: Any = None
         self._version = -1
+        #: bound queries (mechanisms, cost, certificate) per budget asked, for this compilation
+        self._bound: dict[Any, BoundQuery] = {}
 
     @property
     def query_text(self) -> str:
@@ -519,15 +521,32 @@ class Query:
             self._compiled = compile_query(self.plan, self.curator.catalog,
                                            options=self.curator.options, text=self.query_text)
             self._version = self.curator._version
+            self._bound = {}
         return self._compiled
 
     def bind(self, epsilon: Any = None, delta: Any = None, *,
              weights: Mapping[str, Any] | None = None, rho: Any = None) -> BoundQuery:
         """The compiled query with its mechanisms for this ε (and δ), or for ρ (zCDP:
-        Gaussian noise)."""
+        Gaussian noise). A query asked again at the same budget reuses its bound form (the
+        mechanisms are stateless: every release draws fresh noise from the OS CSPRNG)."""
         from .query.binding import BoundQuery
 
-        return BoundQuery(self.compile(), epsilon, delta, weights, rho=rho)
+        compiled = self.compile()
+        key = _bound_key(epsilon, delta, rho, weights)
+        bound = self._bound.get(key) if key is not None else None
+        if bound is None:
+            bound = BoundQuery(compiled, epsilon, delta, weights, rho=rho)
+        return bound
+
+    def _keep(self, bound: BoundQuery, epsilon: Any, delta: Any, rho: Any,
+              weights: Mapping[str, Any] | None) -> None:
+        """Remember a bound query that passed its cost checks, for the next release."""
+        key = _bound_key(epsilon, delta, rho, weights)
+        if key is None or key in self._bound or bound.compiled is not self._compiled:
+            return
+        if len(self._bound) >= 16:
+            self._bound.pop(next(iter(self._bound)))
+        self._bound[key] = bound
 
     # -- dry runs -----------------------------------------------------------------------
     def cost(self, epsilon: Any = None, delta: Any = None, *,
@@ -664,7 +683,12 @@ class Query:
             # second, independent analysis; a compiler that under-charges is refused here
             from .query.certificate import certify
 
-            cert = certify(bound, cur.catalog.table_info(table).meta, cur.catalog)
+            cached = bound.certificate  # certified on the bound query's first release
+            if cached is None:
+                cached = certify(bound, cur.catalog.table_info(table).meta, cur.catalog)
+                bound.certificate = cached
+                self._keep(bound, epsilon, delta, rho, weights)
+            cert = dict(cached)
             rid = request_id if request_id is not None else uuid.uuid4().hex
             if cq.measures_nothing:  # the declared key set: public, nothing to charge
                 from .query.relational import ExactResult
@@ -722,6 +746,18 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _bound_key(epsilon: Any, delta: Any, rho: Any, weights: Mapping[str, Any] | None) -> Any:
+    """A cache key for a budget as asked (types kept: 1 and 1.0 may be refused differently),
+    or None when a parameter is unhashable."""
+    key = tuple((type(v).__name__, v) for v in (epsilon, delta, rho)) + (
+        None if not weights else tuple(sorted(weights.items())),)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
 
 def _loss(total: Any, epsilon: Any, delta: Any, rho: Any) -> PrivacyLoss:
     """A budget from a loss value, a bare number (pure ε) or epsilon/delta/rho keywords."""

@@ -133,6 +133,8 @@ class BoundQuery:
             self.mechanisms.append(obj)
             self.infos.append(info)
         self.measurement = self._measurement()
+        #: the release certificate with its re-check (the curator sets it on first release)
+        self.certificate: dict[str, Any] | None = None
 
     # -- mechanisms ---------------------------------------------------------------------
     def _mechanism(self, m: Measure) -> tuple[Any, MeasureInfo]:

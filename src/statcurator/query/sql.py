@@ -202,7 +202,8 @@ class _Converter:
                 order.append(OrderKey(e, bool(o.args.get("desc"))))
         if limit is not None and not order:
             self.notes.append(f"LIMIT {limit} without ORDER BY keeps the first {limit} released "
-                              "groups in the engine's order")
+                              "groups in key order (the declared categories' order, else "
+                              "sorted): never an order that depends on the data")
         return QueryPlan(relation, tuple(keys), tuple(outputs), having, tuple(order),
                          limit=limit, offset=offset, notes=tuple(self.notes))
 
