@@ -221,11 +221,13 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     """Assemble an :class:`ExactResult` from SQL result rows (keys first, then the terms;
     histogram rows are keys, bin, count). SQL sums over no rows are NULL, i.e. 0."""
     nk, nt = len(plan.keys), len(plan.terms)
-    allowed = [None if v is None else _KeySet(v) for v in plan.key_values]
-    check = any(a is not None for a in allowed)
+    checks = [(i, _KeySet(v)) for i, v in enumerate(plan.key_values) if v is not None]
 
     def keep(key: tuple) -> bool:
-        return not check or all(a is None or a.has(x) for a, x in zip(allowed, key, strict=True))
+        for i, a in checks:
+            if not a.has(key[i]):
+                return False
+        return True
 
     groups: dict[tuple, tuple[int, ...]] = {}
     for r in rows:

@@ -265,25 +265,32 @@ def _fmt(v: Any) -> str:
 
 
 def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
+    """The Arrow type of each released column, from the Python types of its values (one
+    pass per column: a release may have many groups)."""
     out = []
-    for j, name in enumerate(names):
+    for j, _name in enumerate(names):
         vals = [r[j] for r in rows if r[j] is not None]
-        if name.endswith(("_low", "_high")) and all(isinstance(v, float) for v in vals):
+        kinds = {_kind(v) for v in vals}
+        if not vals or kinds == {float}:
             out.append("double")
-        elif vals and all(isinstance(v, bool) for v in vals):
+        elif kinds == {bool}:
             out.append("bool")
-        elif vals and all(isinstance(v, int) and not isinstance(v, bool)
-                          and -(2**63) <= v < 2**63 for v in vals):
-            out.append("int64")
-        elif vals and all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals):
+        elif kinds == {int}:
+            out.append("int64" if -(2**63) <= min(vals) and max(vals) < 2**63 else "double")
+        elif kinds <= {int, float}:
             out.append("double")
-        elif vals and all(isinstance(v, str) for v in vals):
-            out.append("string")
-        elif not vals:
-            out.append("double")
-        else:
+        else:  # strings, or a mixture (keys of CASE branches of several types)
             out.append("string")
     return out
+
+
+def _kind(v: Any) -> type:
+    """bool, int, float or str for the values of those types and their subclasses (numpy's
+    float64 is a float), else the value's own type."""
+    for t in (bool, int, float, str):
+        if isinstance(v, t):
+            return t
+    return type(v)
 
 
 def _arrow_type(t: str) -> Any:
