@@ -276,7 +276,7 @@ def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
         elif kinds == {bool}:
             out.append("bool")
         elif kinds == {int}:
-            out.append("int64" if -(2**63) <= min(vals) and max(vals) < 2**63 else "double")
+            out.append("int64" if min(vals) >= -(2**63) and max(vals) < 2**63 else "double")
         elif kinds <= {int, float}:
             out.append("double")
         else:  # strings, or a mixture (keys of CASE branches of several types)
