@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statcurator.core.errors import MetadataError
+from statcurator.core.policy import Policy
 from statcurator.core.schema import (
     Column,
     ColumnType,
@@ -205,10 +206,16 @@ def columns(draw: st.DrawFn, name: str) -> Column:
         bounds = tuple(sorted(draw(st.lists(NUMBER, min_size=2, max_size=2))))
     categories = draw(st.none() | st.lists(TEXT | st.integers(-10**6, 10**6), max_size=4,
                                            unique=True))
+    policy = draw(st.sampled_from([None, Policy.complete()]))
+    if ctype.numeric and draw(st.booleans()):
+        policy = Policy.threshold(draw(st.sampled_from([1, 5, Fraction(1, 3), Fraction(5, 2)])))
+    elif categories and draw(st.booleans()):
+        policy = Policy.partition([categories[:1], categories[1:]] if len(categories) > 1
+                                  else [categories])
     return Column(name, type=ctype, role=draw(st.sampled_from(list(Role))),
                   hierarchy=draw(hierarchies()), bounds=bounds,
                   categories=tuple(categories) if categories is not None else None,
-                  nullable=draw(st.booleans()), description=draw(TEXT))
+                  nullable=draw(st.booleans()), description=draw(TEXT), policy=policy)
 
 
 @st.composite
@@ -218,6 +225,8 @@ def metadata(draw: st.DrawFn) -> TableMeta:
     if draw(st.booleans()):
         unit = PrivacyUnit(draw(st.sampled_from(names)), max_rows=draw(st.integers(1, 100)),
                            max_groups=draw(st.none() | st.integers(1, 100)))
+    elif draw(st.booleans()):
+        unit = PrivacyUnit(group_size=draw(st.integers(1, 100)))
     return TableMeta(
         name=draw(TEXT.filter(bool)), columns=tuple(draw(columns(n)) for n in names),
         privacy_unit=unit, neighbours=draw(st.sampled_from(list(Neighbours))),
@@ -244,8 +253,8 @@ def test_the_round_trip_draws_every_field() -> None:
     drawn = {TableMeta: {"name", "columns", "privacy_unit", "neighbours", "rows", "source",
                          "separator", "description", "attribution"},
              Column: {"name", "type", "role", "hierarchy", "bounds", "categories", "nullable",
-                      "description"},
-             PrivacyUnit: {"column", "max_rows", "max_groups"},
+                      "description", "policy"},
+             PrivacyUnit: {"column", "max_rows", "max_groups", "group_size"},
              HierarchySpec: {"kind", "path", "separator", "widths", "origin", "length", "mask",
                              "tree"}}
     for cls, names in drawn.items():

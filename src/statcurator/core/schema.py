@@ -27,6 +27,7 @@ from typing import Any
 
 from .errors import InvalidParameterError, MetadataError
 from .numbers import exact
+from .policy import Policy
 
 __all__ = [
     "Role",
@@ -134,7 +135,9 @@ class Column:
 
     ``bounds`` (numeric columns) are the public clamping range used by DP aggregates;
     ``categories`` are the public set of values (the group-by keys DP may release without
-    partition selection). ``nullable`` says whether NULLs may occur.
+    partition selection). ``nullable`` says whether NULLs may occur. ``policy`` is the
+    column's Blowfish policy (:class:`~statcurator.core.policy.Policy`, or its metadata form
+    ``{"graph": "threshold", "theta": 5}``): which of its values are secrets; None is plain DP.
     """
 
     name: str
@@ -145,10 +148,12 @@ class Column:
     categories: tuple[Any, ...] | None = None
     nullable: bool = False
     description: str = ""
+    policy: Policy | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise MetadataError("a column has no name", remedy="give every column a name")
+        self._check_policy()
         if not isinstance(self.type, ColumnType):
             object.__setattr__(self, "type", ColumnType.parse(self.type, self.name))
         if not isinstance(self.role, Role):
@@ -178,6 +183,28 @@ class Column:
                                     remedy="list each public category once")
             object.__setattr__(self, "categories", cats)
 
+    def _check_policy(self) -> None:
+        if self.policy is None:
+            return
+        if not isinstance(self.policy, Policy):
+            object.__setattr__(self, "policy", Policy.from_spec(self.policy, self.name))
+        policy = self.policy
+        assert isinstance(policy, Policy)
+        kind = ColumnType.parse(self.type, self.name) if not isinstance(
+            self.type, ColumnType) else self.type
+        if policy.graph == "threshold" and not kind.numeric:
+            raise MetadataError(f"column {self.name!r}: a distance-threshold policy needs an "
+                                f"ordered (numeric) column, not {kind.value}",
+                                remedy='declare type = "integer" or "real", or use '
+                                       'graph = "partition"')
+        if policy.graph == "partition" and self.categories is not None:
+            listed = {v for block in policy.blocks or () for v in block}
+            missing = [c for c in self.categories if c not in listed]
+            if missing:
+                raise MetadataError(f"column {self.name!r}: the policy's blocks leave out "
+                                    f"categories {missing}",
+                                    remedy="put every category in one block")
+
     def with_role(self, role: Role | str) -> Column:
         return replace(self, role=role)
 
@@ -195,22 +222,36 @@ class Neighbours(enum.StrEnum):
 
 @dataclass(frozen=True)
 class PrivacyUnit:
-    """Whom the guarantee protects: a row, or a person who owns up to ``max_rows`` rows.
+    """Whom the guarantee protects: a row; a person — or a household, a family — whose key
+    ``column`` identifies its up to ``max_rows`` rows; or a group of up to ``group_size``
+    correlated rows that no column identifies.
 
     ``column`` is ``None`` for "one row is one person". ``max_groups`` bounds how many
     groups of a GROUP BY one person may contribute to (None: at most ``max_rows``).
+
+    ``group_size`` = k is *group privacy* where only a bound on the size of the groups is
+    known (Dwork–Smith: a group of k rows is protected at kε by an ε-DP release). No
+    contribution bounding is possible without a key, so every sensitivity is multiplied by
+    k and the ε charged protects a whole group; ``max_rows`` is then k too. With a key
+    column, declare ``max_rows`` instead (the rows beyond it are dropped).
 
     >>> PrivacyUnit().is_row
     True
     >>> PrivacyUnit("patient_id", max_rows=5).max_rows
     5
+    >>> u = PrivacyUnit(group_size=4)
+    >>> (u.is_row, u.is_group, u.max_rows), u.describe()
+    ((False, True, 4), 'a group of up to 4 correlated rows (no key column: group privacy)')
     """
 
     column: str | None = None
     max_rows: int = 1
     max_groups: int | None = None
+    group_size: int | None = None
 
     def __post_init__(self) -> None:
+        if self.group_size is not None:
+            self._check_group_size()
         for name in ("max_rows", "max_groups"):
             v = getattr(self, name)
             if v is None:
@@ -218,13 +259,59 @@ class PrivacyUnit:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise MetadataError(f"privacy unit {name} must be a positive integer, got {v!r}",
                                     remedy=f"write {name} = 1 (or the largest number a person may have)")
-        if self.column is None and self.max_rows != 1:
+        if self.column is None and self.max_rows != 1 and self.group_size is None:
             raise MetadataError("max_rows > 1 needs a person id column",
-                                remedy='write privacy_unit = { column = "person_id", max_rows = 5 }')
+                                remedy='write privacy_unit = { column = "person_id", max_rows = 5 }'
+                                       ', or { group_size = 5 } when no column identifies '
+                                       "the groups")
+
+    def _check_group_size(self) -> None:
+        k = self.group_size
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise MetadataError(f"privacy unit group_size must be a positive integer, got {k!r}",
+                                remedy="write group_size = 4 (the largest group of correlated rows)")
+        if self.column is not None:
+            raise MetadataError(
+                f"privacy unit declares both a key column {self.column!r} and group_size",
+                remedy=f'the key identifies each unit, so max_rows is the bound: write '
+                       f'privacy_unit = {{ column = "{self.column}", max_rows = {k} }}')
+        if self.max_groups is not None:
+            raise MetadataError(
+                "privacy unit declares max_groups with group_size: without a key column "
+                "nothing bounds the groups a unit touches",
+                remedy="drop max_groups (a group of k rows may touch k groups), or declare "
+                       "the group's key column with max_rows and max_groups")
+        if self.max_rows not in (1, k):
+            raise MetadataError(
+                f"privacy unit declares max_rows = {self.max_rows} and group_size = {k}",
+                remedy=f"write only group_size = {k}: a group of up to {k} rows")
+        if k == 1:  # a group of one row is a row
+            object.__setattr__(self, "group_size", None)
+        else:
+            object.__setattr__(self, "max_rows", k)
 
     @property
     def is_row(self) -> bool:
-        return self.column is None
+        """One row is one unit (no key column, no group)."""
+        return self.column is None and self.group_size is None
+
+    @property
+    def is_group(self) -> bool:
+        """A group of up to ``group_size`` rows that no column identifies."""
+        return self.column is None and self.group_size is not None
+
+    def describe(self) -> str:
+        """The unit in words (for explanations and release provenance).
+
+        >>> PrivacyUnit("household", max_rows=6).describe()
+        "a unit of column 'household' with up to 6 rows"
+        """
+        if self.is_row:
+            return "one row"
+        if self.is_group:
+            return (f"a group of up to {self.group_size} correlated rows "
+                    "(no key column: group privacy)")
+        return f"a unit of column {self.column!r} with up to {self.max_rows} rows"
 
 
 @dataclass(frozen=True)

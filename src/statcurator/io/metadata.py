@@ -8,6 +8,7 @@ A metadata file declares, for one table, everything that is public about it. Exa
     separator = ";"                  # CSV separator; default ","
     neighbours = "unbounded"         # or "bounded" (change one record; size public)
     privacy_unit = "row"             # or { column = "patient_id", max_rows = 5, max_groups = 2 }
+                                     # or { group_size = 4 }: groups of <= 4 rows, no key
     rows = 1000                      # optional: the table size, if it is public
 
     [columns.age]
@@ -15,6 +16,7 @@ A metadata file declares, for one table, everything that is public about it. Exa
     role = "quasi-identifier"        # identifier | quasi-identifier | sensitive | insensitive
     hierarchy = { intervals = [5, 10, 20] }   # or "age.csv" (ARX format), see below
     bounds = [0, 120]                # public clamping range for DP aggregates
+    policy = { graph = "threshold", theta = 5 }   # optional Blowfish policy (docs/policies.md)
 
     [columns.zip]
     type = "string"
@@ -63,13 +65,15 @@ from typing import Any
 
 from ..core.errors import InvalidParameterError, MetadataError
 from ..core.numbers import exact
+from ..core.policy import Policy
 from ..core.schema import Column, HierarchySpec, PrivacyUnit, TableMeta
 
 __all__ = ["load_metadata", "parse_metadata", "dump_metadata", "hierarchy_leaves"]
 
 _TABLE_KEYS = {"name", "source", "separator", "neighbours", "privacy_unit", "rows",
                "description", "attribution"}
-_COLUMN_KEYS = {"type", "role", "hierarchy", "bounds", "categories", "nullable", "description"}
+_COLUMN_KEYS = {"type", "role", "hierarchy", "bounds", "categories", "nullable", "description",
+                "policy"}
 
 
 def load_metadata(path: str | Path) -> TableMeta:
@@ -127,12 +131,13 @@ def _parse_unit(value: Any, origin: str) -> PrivacyUnit:
     if isinstance(value, str):
         return PrivacyUnit(column=value)
     if isinstance(value, Mapping):
-        extra = set(value) - {"column", "max_rows", "max_groups"}
+        extra = set(value) - {"column", "max_rows", "max_groups", "group_size"}
         if extra:
             raise MetadataError(f"{origin}: unknown privacy_unit key(s) {sorted(extra)}",
-                                remedy="use column, max_rows and max_groups")
+                                remedy="use column, max_rows and max_groups (or group_size)")
         return PrivacyUnit(column=value.get("column"), max_rows=value.get("max_rows", 1),
-                           max_groups=value.get("max_groups"))
+                           max_groups=value.get("max_groups"),
+                           group_size=value.get("group_size"))
     raise MetadataError(f"{origin}: privacy_unit must be \"row\" or a table, got {value!r}",
                         remedy='write privacy_unit = { column = "person_id", max_rows = 5 }')
 
@@ -168,7 +173,8 @@ def _parse_column(name: str, spec: Any, base: Path | None, origin: str) -> Colum
                   bounds=tuple(bounds) if bounds is not None else None,  # type: ignore[arg-type]
                   categories=tuple(categories) if categories is not None else None,
                   nullable=bool(spec.get("nullable", False)),
-                  description=str(spec.get("description", "")))
+                  description=str(spec.get("description", "")),
+                  policy=Policy.from_spec(spec["policy"], name) if "policy" in spec else None)
 
 
 def _parse_hierarchy(column: str, spec: Any, base: Path | None, origin: str) -> HierarchySpec:
@@ -318,6 +324,8 @@ def dump_metadata(meta: TableMeta) -> str:
     pu = meta.privacy_unit
     if pu.is_row:
         table["privacy_unit"] = "row"
+    elif pu.is_group:
+        table["privacy_unit"] = {"group_size": pu.group_size}
     else:
         unit: dict[str, Any] = {"column": pu.column, "max_rows": pu.max_rows}
         if pu.max_groups is not None:
@@ -342,6 +350,8 @@ def _column_doc(c: Column) -> dict[str, Any]:
         doc["nullable"] = True
     if c.description:
         doc["description"] = c.description
+    if c.policy is not None:
+        doc["policy"] = c.policy.to_spec()
     h = c.hierarchy
     if h is not None:
         if h.kind == "file":

@@ -21,6 +21,7 @@ from .exponential import ExponentialMechanism, ReportNoisyMax, sample_exponentia
 from .gaussian import GaussianMechanism, VectorGaussianMechanism
 from .laplace import GeometricMechanism, LaplaceMechanism, VectorLaplaceMechanism
 from .partition import PartitionSelection
+from .policy import OrderedMechanism, PolicyHistogram
 from .quantile import JointQuantiles, QuantileMechanism
 from .randomized_response import RandomizedResponse
 from .smooth import SmoothSensitivityMechanism
@@ -40,6 +41,8 @@ __all__ = [
     "AboveThreshold",
     "RandomizedResponse",
     "PartitionSelection",
+    "PolicyHistogram",
+    "OrderedMechanism",
     "QuantileMechanism",
     "JointQuantiles",
     "SmoothSensitivityMechanism",

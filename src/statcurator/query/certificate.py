@@ -120,7 +120,7 @@ def certificate(bound: BoundQuery, meta: TableMeta, catalog: Any = None) -> dict
         "plan": cq.plan.sql(),
         "dataset": cq.table,
         "privacy_unit": {"column": unit.column, "max_rows": unit.max_rows,
-                         "max_groups": unit.max_groups},
+                         "max_groups": unit.max_groups, "group_size": unit.group_size},
         "neighbours": str(meta.neighbours),
         "declared_rows": meta.rows,
         "grouped": bool(cq.plan.group_by),

@@ -116,6 +116,11 @@ class CompiledQuery:
         lines = [f"query: {self.text or self.plan.sql()}",
                  f"private table: {self.table}",
                  f"neighbours: {self.neighbourhood.describe()}"]
+        if self.neighbourhood.group_size is not None:
+            lines.append(f"privacy unit: a group of up to {self.neighbourhood.group_size} "
+                         "correlated rows (group privacy): every sensitivity below is "
+                         f"{self.neighbourhood.group_size}× the per-row one, so ε protects "
+                         "the whole group")
         if self.stability != 1:
             lines.append(f"join stability: {self.stability}")
         lines.append(self.engine_plan.describe())
@@ -141,6 +146,13 @@ def dataset_relation(info: TableInfo) -> tuple[Relation, bool]:
     >>> meta = TableMeta("t", (Column("pid"),), privacy_unit=PrivacyUnit("pid", 3))
     >>> dataset_relation(TableInfo.from_meta(meta))
     (PersonLevel(key='pid', max_rows=3), False)
+
+    A group of up to k rows without a key is a person-level unit that no key identifies
+    (its distance cannot be computed from data; the query layer needs only the step):
+
+    >>> meta = TableMeta("t", (Column("x"),), privacy_unit=PrivacyUnit(group_size=4))
+    >>> dataset_relation(TableInfo.from_meta(meta))
+    (PersonLevel(key=None, max_rows=4), False)
     """
     meta = info.meta
     bounded = str(meta.neighbours) == "bounded"
@@ -169,8 +181,8 @@ class _Compiler:
         self.measures: list[Measure] = []
         self.notes: list[str] = list(plan.notes)
         self.unit = self.private.meta.privacy_unit
-        self.unit_column = (None if self.unit.is_row
-                            else Col(self.unit.column, self.private_alias))  # type: ignore[arg-type]
+        self.unit_column = (None if self.unit.column is None
+                            else Col(self.unit.column, self.private_alias))
         self.quantile_bins = options.quantile_bins
         self.max_point_bins = options.max_point_bins
         self.nb: Neighbourhood
@@ -261,7 +273,8 @@ class _Compiler:
         bounding, r, g = contribution_bounding(self.private, self.private_alias, grouped,
                                                stability)
         relation, bounded = dataset_relation(self.private)
-        self.nb = Neighbourhood(relation, r, g, grouped, bounded)
+        self.nb = Neighbourhood(relation, r, g, grouped, bounded,
+                                self.unit.group_size if self.unit.is_group else None)
         declared = self.private.meta.rows
         self.fixed_rows = (declared if bounded and not grouped and declared
                            and isinstance(plan.relation, Scan) and self.unit.is_row else None)
@@ -283,6 +296,16 @@ class _Compiler:
             atoms.append(atom_for(self, agg, name))
         selection = None
         if not public:
+            # partition selection counts units, each in one row of one key: rows that a
+            # unit repeats (join stability, or a group of rows) are refused
+            if self.unit.is_group:
+                raise UnsupportedQueryError(
+                    f"group keys without a public key set, with a privacy unit of up to "
+                    f"{self.unit.group_size} rows that no column identifies (a group may put "
+                    f"{r} rows into one key, or into {r} keys)",
+                    remedy="declare the keys' categories, or bin them with BIN/WIDTH_BUCKET, "
+                           "or declare the group's key column: privacy_unit = { column = "
+                           f"\"household\", max_rows = {self.unit.group_size} }}")
             if self.unit.is_row and stability > 1:
                 raise UnsupportedQueryError(
                     "group keys without a public key set, after a join whose key repeats in "

@@ -96,24 +96,29 @@ def contribution_bounding(private: TableInfo, alias: str, grouped: bool,
     """The bounding step for the table's privacy unit, and the resulting (rows, groups)
     one unit can contribute: ``(max_rows, min(max_groups, max_rows))`` with a person id
     (bounding runs after the joins, so it absorbs their duplication), ``(stability,
-    stability)`` with one row per person.
+    stability)`` with one row per person, and ``(k·stability, k·stability)`` for a group of
+    up to k rows without a key (nothing to bound by: each of its rows is duplicated by the
+    joins like any row).
 
     >>> from statcurator.core.schema import Column, PrivacyUnit, TableMeta
     >>> meta = TableMeta("t", (Column("pid"),), privacy_unit=PrivacyUnit("pid", 5, 2))
     >>> b, r, g = contribution_bounding(TableInfo.from_meta(meta), "t", True, 1)
     >>> (b.max_rows, b.max_groups, r, g)
     (5, 2, 5, 2)
+    >>> meta = TableMeta("t", (Column("x"),), privacy_unit=PrivacyUnit(group_size=4))
+    >>> contribution_bounding(TableInfo.from_meta(meta), "t", True, 3)
+    (None, 12, 12)
     """
     unit = private.meta.privacy_unit
-    if unit.is_row:
-        return None, stability, stability
-    if not private.has(unit.column):  # type: ignore[arg-type]
+    if unit.column is None:  # a row, or a group of max_rows = group_size rows
+        return None, unit.max_rows * stability, unit.max_rows * stability
+    if not private.has(unit.column):
         raise UnsupportedQueryError(
             f"the privacy unit column {unit.column!r} is missing from the data",
             remedy="fix privacy_unit in the metadata")
     r = unit.max_rows
     g = min(unit.max_groups or r, r)
-    bounding = Bounding(Col(unit.column, alias), unit.max_rows,  # type: ignore[arg-type]
+    bounding = Bounding(Col(unit.column, alias), unit.max_rows,
                         unit.max_groups if grouped else None)
     return bounding, r, g
 

@@ -13,6 +13,11 @@ The relational part is summarized by a :class:`Neighbourhood`:
   repeated join key of the public tables (1 without joins).
 * ``groups_per_unit`` (G) — how many groups one unit can touch: min(max_groups, m) for a
   person id (bounding enforces it), r for rows.
+* ``group_size`` (k) — set when the unit is a group of up to k correlated rows that no
+  column identifies (``privacy_unit = { group_size = k }``): nothing can be bounded, so each
+  of the k rows counts with the stability c of the joins, r = G = k·c, and every sensitivity
+  below is k times the per-row one — group privacy (Dwork–Smith): the noise that protects
+  one row at kε protects the group at ε.
 
 The per-row sensitivities come from the one table in :func:`statcurator.core.aggregates.
 sum_sensitivity`, applied to the *row-level* relation of the aggregation's input (add/remove
@@ -27,6 +32,9 @@ clamped sum over ``[0, U]`` has r·U.
 (Fraction(1, 1), Fraction(2, 1))
 >>> Neighbourhood(PersonLevel("pid", max_rows=5), 5, 5, False).linear(0, 120)
 Fraction(600, 1)
+>>> households = Neighbourhood(PersonLevel(None, max_rows=4), 4, 4, True, group_size=4)
+>>> households.linear(0, 1), households.partitions()
+(Fraction(4, 1), 4)
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ class Neighbourhood:
     groups_per_unit: int
     grouped: bool
     bounded: bool = False
+    group_size: int | None = None
 
     @classmethod
     def of(cls, relation: Relation, rows_per_unit: int, groups_per_unit: int,
@@ -127,6 +136,15 @@ class Neighbourhood:
         return self.groups_per_unit * (2 if self.bounded else 1)
 
     def describe(self) -> str:
+        """The neighbour relation in words.
+
+        >>> from statcurator.core.relations import PersonLevel
+        >>> Neighbourhood(PersonLevel(None, max_rows=4), 4, 4, False, group_size=4).describe()
+        'unbounded (add/remove one unit); a unit is a group of up to 4 correlated rows (no key column: group privacy, every sensitivity ×4); at most 4 row(s) per unit'
+        """
         kind = "bounded (change one unit)" if self.bounded else "unbounded (add/remove one unit)"
+        if self.group_size is not None:
+            kind += (f"; a unit is a group of up to {self.group_size} correlated rows (no key "
+                     f"column: group privacy, every sensitivity ×{self.group_size})")
         return (f"{kind}; at most {self.rows_per_unit} row(s) per unit"
                 + (f", {self.groups_per_unit} group(s) per unit" if self.grouped else ""))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from ._domain import Attribute, binned, categorical, domain_from_meta
 from .kmeans import KMeans, SampleAggregateKMeans
+from .policy_kmeans import PolicyKMeans
 from .tree import DecisionTreeClassifier, RandomForestClassifier
 
 __all__ = ["DecisionTreeClassifier", "RandomForestClassifier", "KMeans",
-           "SampleAggregateKMeans", "Attribute", "categorical", "binned", "domain_from_meta"]
+           "SampleAggregateKMeans", "PolicyKMeans", "Attribute", "categorical", "binned",
+           "domain_from_meta"]
