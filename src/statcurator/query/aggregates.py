@@ -117,6 +117,11 @@ class CompileContext(Protocol):
 
     def quantized(self, e: Expr, agg: Agg) -> Quantized: ...
 
+    def value_sensitivity(self, q: Quantized, low: Fraction, high: Fraction) -> Fraction:
+        """L1 sensitivity of per-group sums of ``q``'s contributions in [low, high] (the
+        neighbourhood's, or a declared policy's when it applies)."""
+        ...
+
     def check_row_expr(self, e: Expr, where: str) -> None: ...
 
     def add(self, label: str, role: MeasureRole, index: int, sensitivity: Fraction,
@@ -257,9 +262,10 @@ class Sum(Atom):
         q = ctx.quantized(agg.arg, agg)
         t = ctx.term(Term("sum", q))
         lo, hi = q.lq * q.scale, q.uq * q.scale
-        sens = ctx.nb.linear(lo, hi)
+        sens = ctx.value_sensitivity(q, lo, hi)
         integral = q.bits <= 0 and sens.denominator == 1
-        i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral, l2=ctx.nb.l2(lo, hi))
+        i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral,
+                    l2=min(ctx.nb.l2(lo, hi), sens))
         return cls(agg, name, (i,), q)
 
 
@@ -287,8 +293,9 @@ class Mean(Atom):
         idx = [ctx.add(f"{name}: count", MeasureRole.COUNT, ctx.term(Term("valid", q)),
                        ctx.nb.linear(0, 1), Fraction(1), True, l2=ctx.nb.l2(0, 1)),
                ctx.add(f"{name}: centred sum", MeasureRole.CENTRED_SUM,
-                       ctx.term(Term("centered", q)), ctx.nb.linear(-half, half), q.scale / 2,
-                       False, l2=ctx.nb.l2(-half, half))]
+                       ctx.term(Term("centered", q)), ctx.value_sensitivity(q, -half, half),
+                       q.scale / 2, False,
+                       l2=min(ctx.nb.l2(-half, half), ctx.value_sensitivity(q, -half, half)))]
         return q, idx
 
     @classmethod
@@ -298,9 +305,10 @@ class Mean(Atom):
             ctx.check_row_expr(agg.arg, agg.func.upper())
             q = ctx.quantized(agg.arg, agg)
             half = Fraction(q.uq - q.lq, 2) * q.scale
+            sens = ctx.value_sensitivity(q, -half, half)
             i = ctx.add(f"{name}: centred sum", MeasureRole.CENTRED_SUM,
-                        ctx.term(Term("centered", q)), ctx.nb.linear(-half, half),
-                        q.scale / 2, False, l2=ctx.nb.l2(-half, half))
+                        ctx.term(Term("centered", q)), sens, q.scale / 2, False,
+                        l2=min(ctx.nb.l2(-half, half), sens))
             return cls(agg, name, (i,), q, ctx.fixed_rows)
         q, idx = cls._parts(ctx, agg, name)
         return cls(agg, name, tuple(idx), q)

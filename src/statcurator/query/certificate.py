@@ -68,6 +68,13 @@ def _joins(rel: Relation) -> Iterator[Join]:
         yield rel
 
 
+def _filtered(rel: Relation) -> bool:
+    """Whether the relation drops rows by a predicate anywhere (WHERE or a filtered join)."""
+    if isinstance(rel, Filter):
+        return True
+    return _filtered(rel.left) if isinstance(rel, Join) else False
+
+
 def _clamp(q: Any) -> list[int] | None:
     return [q.lq, q.uq] if isinstance(q, Quantized) else None
 
@@ -110,6 +117,10 @@ def certificate(bound: BoundQuery, meta: TableMeta, catalog: Any = None) -> dict
             d.update(term=t.kind, clamp=_clamp(t.input), clamp2=_clamp(t.input2),
                      expression=(t.input.expr.sql() if isinstance(t.input, Quantized)
                                  else t.input.sql() if t.input is not None else None))
+            if isinstance(t.input, Quantized):
+                d.update(step=str(t.input.scale), input_integral=t.input.integral,
+                         column=(t.input.expr.name if isinstance(t.input.expr, Col)
+                                 and t.input2 is None else None))
             if m.role == MeasureRole.SELECTION:
                 d["max_partitions"] = obj.max_partitions
         measurements.append(d)
@@ -130,6 +141,9 @@ def certificate(bound: BoundQuery, meta: TableMeta, catalog: Any = None) -> dict
                      {"unit": ep.bounding.unit.name, "max_rows": ep.bounding.max_rows,
                       "max_groups": ep.bounding.max_groups}),
         "joins": joins,
+        "filtered": _filtered(cq.plan.relation),
+        "policy": (None if cq.policy is None else
+                   {"column": cq.policy[0], **cq.policy[1].to_spec()}),
         "measurements": measurements,
         "cost": loss_dict(bound.cost),
         "notes": list(cq.notes),

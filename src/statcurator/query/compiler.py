@@ -89,6 +89,8 @@ class CompiledQuery:
     stability: int = 1
     notes: tuple[str, ...] = ()
     public_rows: int | None = None
+    #: the (column, policy) whose Blowfish sensitivities calibrated SUM/AVG of the column
+    policy: tuple[str, Any] | None = None
 
     @property
     def needs_delta(self) -> bool:
@@ -187,6 +189,8 @@ class _Compiler:
         self.max_point_bins = options.max_point_bins
         self.nb: Neighbourhood
         self.fixed_rows: int | None = None
+        #: the (column, policy) whose Blowfish sensitivity applies, if any (_policy_scope)
+        self.policy: tuple[str, Any] | None = None
 
     # -- the CompileContext of the aggregates -------------------------------------------
     def term(self, t: Term) -> int:
@@ -201,6 +205,50 @@ class _Compiler:
         self.measures.append(Measure(label, role, index, sensitivity, value_scale, integral,
                                      Fraction(1), p, l2, side))
         return len(self.measures) - 1
+
+    def _policy_scope(self, bounded: bool, grouped: bool) -> tuple[str, Any] | None:
+        """The (column, policy) whose Blowfish sensitivity applies to this query, or None.
+
+        A policy's neighbours change one value of its column along one graph edge, with the
+        table size public and nothing else changed. Its sensitivities are used only where
+        that is the whole story: bounded neighbours, one row per unit, one table scanned
+        without a filter and without groups (a filter or a group key on the column would let
+        a θ-move take the row across a boundary, where its whole value counts), and a query
+        that reads no other column. Every other query gets the ordinary (stronger)
+        bounded-DP sensitivities, which imply the policy's guarantee."""
+        from ..core.policy import Policy
+
+        plan = self.plan
+        if not bounded or grouped or not self.unit.is_row or not isinstance(plan.relation, Scan):
+            return None
+        read = {c.name for a in plan.aggregates() if a.arg is not None
+                for c in a.columns()}
+        if len(read) != 1:
+            return None
+        (column,) = read
+        pol = self.private.meta[column].policy
+        if not isinstance(pol, Policy) or pol.graph == "complete":
+            return None
+        return column, pol
+
+    def value_sensitivity(self, q: Quantized, low: Fraction, high: Fraction) -> Fraction:
+        """L1 sensitivity of a sum of the per-row contributions of ``q`` in ``[low, high]``:
+        the neighbourhood's, or — when a policy applies and ``q`` is its column — the
+        policy's longest clamped edge plus one grid step (a θ-move can change the rounded
+        value by one more step; not for integers on the unit grid moved by an integer θ),
+        whichever is smaller."""
+        sens = self.nb.linear(low, high)
+        if self.policy is None:
+            return sens
+        column, pol = self.policy
+        if q.expr != Col(column, self.private_alias):
+            return sens
+        lo, hi = q.lq * q.scale, q.uq * q.scale
+        # an integer column on the unit grid moved by an integer θ stays on the grid
+        exact_grid = (q.integral and q.scale == 1 and pol.graph == "threshold"
+                      and Fraction(pol.theta).denominator == 1)
+        edge: Fraction = pol.sum_sensitivity(lo, hi)
+        return min(sens, edge + (0 if exact_grid else q.scale))
 
     def check_row_expr(self, e: Expr, where: str) -> None:
         for node in walk(e):
@@ -278,6 +326,13 @@ class _Compiler:
         declared = self.private.meta.rows
         self.fixed_rows = (declared if bounded and not grouped and declared
                            and isinstance(plan.relation, Scan) and self.unit.is_row else None)
+        self.policy = self._policy_scope(bounded, grouped)
+        if self.policy is not None:
+            column, pol = self.policy
+            self.notes.append(
+                f"policy on {column!r} ({pol}): its neighbours move one value of {column!r} "
+                "along one edge of the policy graph, so SUM and AVG of it are calibrated to the "
+                "policy's sensitivity (docs/policies.md)")
         for k in plan.group_by:
             self.check_row_expr(k.expr, "GROUP BY")
         key_sets = public_key_sets(self.analyzer, plan.group_by, self.options.max_public_keys)
@@ -332,7 +387,7 @@ class _Compiler:
         rows = meta.rows if (not grouped and isinstance(plan.relation, Scan)) else None
         return CompiledQuery(plan, engine_plan, tuple(atoms), tuple(measures), self.nb,
                              tuple(key_sets), selection, self.private.name, self.text,
-                             stability, tuple(self.notes), rows)
+                             stability, tuple(self.notes), rows, self.policy)
 
 
 def weigh(atoms: list[Atom], measures: list[Measure], selection: int | None,

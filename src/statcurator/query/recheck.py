@@ -20,7 +20,10 @@ per-group sums (L2)     r·max(−a, b)                          √2·r·max(�
 and a mechanism's loss from its noise: Laplace ε = Δ₁/b; Gaussian ρ = Δ₂²/(2σ²); the
 exponential mechanism, calibrated to a score sensitivity Δu at ε, costs ε·Δu′/Δu when the
 true score sensitivity is Δu′; partition selection, calibrated for ℓ partitions per unit,
-costs (ε, δ)·ℓ′/ℓ when a unit may touch ℓ′. The curator refuses a release whose charged cost
+costs (ε, δ)·ℓ′/ℓ when a unit may touch ℓ′. Under a Blowfish policy (bounded neighbours,
+one row per unit, an unfiltered, ungrouped scan of the policy column alone — checked again
+here), a sum of the column moves by at most the policy's longest clamped edge plus one grid
+step. The curator refuses a release whose charged cost
 is below what this module derives (the compiler must never under-charge); the tests run it
 over every query of the SQL corpus and show that a compiler whose sensitivity is halved is
 caught.
@@ -147,6 +150,13 @@ def recheck(cert: Mapping[str, Any], multiplicity: Any = None) -> Recheck:
         rows = groups = stability * size
     if not grouped:
         groups = 1
+    policy = cert.get("policy")
+    if policy is not None and (not bounded or grouped or cert.get("joins") or cert.get("filtered")
+                               or unit.get("column") is not None
+                               or int(unit.get("group_size") or 1) > 1):
+        problems.append("a policy's sensitivity was used outside its scope (it needs bounded "
+                        "neighbours, one row per unit, no join, filter or group)")
+        policy = None
     eps = dlt = rho = Fraction(0)
     per: list[dict[str, Any]] = []
     for m in cert["measurements"]:
@@ -183,6 +193,9 @@ def recheck(cert: Mapping[str, Any], multiplicity: Any = None) -> Recheck:
         else:
             l1 = contribution_l1(a * scale_v, b * scale_v, rows=rows, bounded=bounded,
                                  grouped=grouped)
+        if policy is not None and kind in ("sum", "centered") \
+                and m.get("column") == policy["column"]:
+            l1 = min(l1, _policy_edge(policy, m))
         grid = m.get("grid")
         if grouped and grid is not None and not m.get("integral"):
             # each changed group's value is rounded to the grid before the noise: one step more
@@ -199,6 +212,26 @@ def recheck(cert: Mapping[str, Any], multiplicity: Any = None) -> Recheck:
         else:
             problems.append(f"{label}: unknown mechanism {mech!r}")
     return Recheck(eps, dlt, rho, tuple(per), tuple(problems))
+
+
+def _policy_edge(policy: Mapping[str, Any], m: Mapping[str, Any]) -> Fraction:
+    """How far one policy edge moves a clamped value of the policy's column: θ under a
+    threshold, the widest block under a partition (each within the clamp), plus one grid
+    step for the rounding — none for integers on the unit grid moved by an integer θ."""
+    step = _f(m["step"])
+    lq, uq = (Fraction(v) for v in m["clamp"])
+    lo, hi = lq * step, uq * step
+    if policy["graph"] == "threshold":
+        theta = _f(policy["theta"])
+        edge = min(theta, hi - lo)
+        exact_grid = bool(m.get("input_integral")) and step == 1 and theta.denominator == 1
+    elif policy["graph"] == "partition":
+        widths = [min(max(_f(v) for v in block), hi) - max(min(_f(v) for v in block), lo)
+                  for block in policy["blocks"]]
+        edge, exact_grid = max([Fraction(0), *widths]), False
+    else:
+        return hi - lo
+    return edge + (0 if exact_grid else step)
 
 
 def exceeds(derived: Recheck, charged: Mapping[str, Any]) -> list[str]:
