@@ -42,6 +42,7 @@ grant spends nothing. Analyst names are identities normalized by
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections.abc import Mapping
@@ -446,7 +447,9 @@ class Curator:
             if charge.replayed:
                 return result_from_json(estimator, self.ledger.replay(analyst, rid))
             table = source.to_arrow().select(list(job.columns))
-        result = job.measurement(table)
+        cert = _estimator_certificate(estimator, job, meta, dataset, charge)
+        cert["ledger"]["location"] = self.ledger.location
+        result = _with_certificate(job.measurement(table), cert)
         self.ledger.store_answer(analyst, rid, result_to_json(estimator, result))
         return result
 
@@ -746,6 +749,47 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _estimator_certificate(estimator: Any, job: Any, meta: TableMeta, dataset: str,
+                           charge: Any) -> dict[str, Any]:
+    """The certificate of an estimator's release (Kerckhoffs): the estimator with all its
+    parameters, its mechanism, the declared metadata it was built from (bounds, categories,
+    privacy unit, neighbours), the cost and the ledger entry. Unlike a SQL release's, its
+    cost is not re-derived by a second analysis (each estimator states its own privacy map)."""
+    from . import __version__
+    from .query.certificate import FORMAT, loss_dict
+
+    columns = {}
+    for c in job.columns:
+        col = meta[c]
+        columns[c] = {"type": str(col.type),
+                      "bounds": None if col.bounds is None else [str(b) for b in col.bounds],
+                      "categories": None if col.categories is None else len(col.categories)}
+    unit = meta.privacy_unit
+    return {"format": FORMAT, "kind": "estimator", "statcurator": __version__,
+            "dataset": dataset, "estimator": repr(estimator), "mechanism": job.mechanism,
+            "query": job.query, "columns": columns,
+            "privacy_unit": {"column": unit.column, "max_rows": unit.max_rows,
+                             "max_groups": unit.max_groups, "group_size": unit.group_size},
+            "neighbours": str(meta.neighbours), "cost": loss_dict(job.measurement.cost),
+            "ledger": {"location": None, "seq": charge.seq, "request_id": charge.request_id,
+                       "analyst": charge.analyst, "charged": str(charge.cost),
+                       "at": charge.timestamp.isoformat(timespec="seconds")}}
+
+
+def _with_certificate(result: Any, cert: dict[str, Any]) -> Any:
+    """Attach ``cert`` to an estimator's result: in an Estimate's details, else as the
+    ``certificate_`` attribute of a fitted model (scikit-learn's naming for fitted facts)."""
+    from .estimators._protocol import Estimate
+
+    if isinstance(result, Estimate):
+        return dataclasses.replace(result, details={**result.details, "certificate": cert})
+    try:
+        result.certificate_ = cert
+    except (AttributeError, TypeError, dataclasses.FrozenInstanceError):
+        pass  # a result that takes no attribute (a plain value): the ledger entry stands
+    return result
+
 
 def _bound_key(epsilon: Any, delta: Any, rho: Any, weights: Mapping[str, Any] | None) -> Any:
     """A cache key for a budget as asked (types kept: 1 and 1.0 may be refused differently),

@@ -224,3 +224,29 @@ def test_a_zcdp_query_of_quantiles_alone_is_charged_in_rho():
     assert Fraction(1, 2) * Fraction(999, 1000) <= spent.rho <= Fraction(1, 2)
     assert rel.provenance["certificate"]["recheck"]["passed"]
     c.close()
+
+
+def test_estimator_releases_carry_a_certificate_too():
+    """Kerckhoffs for the estimators: the estimator and its parameters, the mechanism, the
+    declared metadata it used, the cost and the ledger entry (no second analysis: each
+    estimator states its own privacy map)."""
+    import statcurator as sc
+
+    c = Curator(default_budget=None, dataset_budget=None)
+    c.register("adult", sc.datasets.adult())
+    c.set_dataset_budget("adult", epsilon=10, delta=Fraction(1, 1000))
+    c.set_budget("bob", "adult", epsilon=10, delta=Fraction(1, 1000))
+    est = c.estimate("adult", sc.estimators.Median("age"), epsilon=Fraction(1, 2),
+                     analyst="bob", request_id="m1")
+    cert = est.details["certificate"]
+    assert cert["kind"] == "estimator" and cert["cost"] == {"epsilon": "1/2", "delta": "0"}
+    assert cert["columns"]["age"]["bounds"] == ["0", "120"]
+    assert cert["ledger"]["request_id"] == "m1" and cert["ledger"]["analyst"] == "bob"
+    json.dumps(cert)
+    again = c.estimate("adult", sc.estimators.Median("age"), epsilon=Fraction(1, 2),
+                       analyst="bob", request_id="m1")
+    assert again.replayed and again.details["certificate"] == cert
+    model = c.estimate(  # a fitted model takes it as an attribute
+        "adult", sc.synth.MST(columns=["sex", "race"], iters=20), epsilon=1,
+        delta=Fraction(1, 10**6), analyst="bob")
+    assert model.certificate_["kind"] == "estimator"
