@@ -42,6 +42,7 @@ grant spends nothing. Analyst names are identities normalized by
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import uuid
@@ -784,10 +785,9 @@ def _with_certificate(result: Any, cert: dict[str, Any]) -> Any:
 
     if isinstance(result, Estimate):
         return dataclasses.replace(result, details={**result.details, "certificate": cert})
-    try:
+    # a result that takes no attribute (a plain value): the ledger entry stands alone
+    with contextlib.suppress(AttributeError, TypeError, dataclasses.FrozenInstanceError):
         result.certificate_ = cert
-    except (AttributeError, TypeError, dataclasses.FrozenInstanceError):
-        pass  # a result that takes no attribute (a plain value): the ledger entry stands
     return result
 
 
