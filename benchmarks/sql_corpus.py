@@ -128,8 +128,8 @@ def run_smartnoise(queries: list[dict[str, Any]]) -> list[tuple[str, str]]:
     meta = {"census": {"census": {"pums": {"row_privacy": True, "rows": len(df), **cols}}}}
     out = []
     for q in queries:
-        sql = re.sub(r"\bFROM\s+(?:census\.|PUMS\.)?(?:pums|\[pums\]|PUMS)\b", "FROM census.pums",
-                     q["sql"])
+        sql = re.sub(r"\bFROM\s+(?:census\.|PUMS\.)?(?:pums|\[pums\]|PUMS)(?=\s|;|$)",
+                     "FROM census.pums", q["sql"])
         try:
             reader = snsql.from_df(df, privacy=Privacy(epsilon=1.0, delta=1e-5), metadata=meta)
             rows = reader.execute(sql)

@@ -375,3 +375,28 @@ def test_released_slope():
         return draw
 
     assert check_dp(sample(PAIRS_D), sample(PAIRS_D2), 1, trials=TRIALS).passed
+
+
+# -- SUM(DISTINCT x) (issue 14) ------------------------------------------------------------------
+
+SUM_DISTINCT_SQL = "SELECT SUM(DISTINCT age) FROM t"
+# the added row's age is new to the table: it adds its whole (clamped) value once
+D_PLUS_NEW_AGE = D + [(7, 118, "F", "Y")]
+
+
+def test_sum_distinct():
+    assert dp(D, D_PLUS_NEW_AGE, SUM_DISTINCT_SQL, 1).passed
+
+
+def test_sum_distinct_with_person_units():
+    # one person adds six new distinct ages: the sensitivity is max_rows × the bound
+    many = D + [(9, 100 + i, "F", "Y") for i in range(6)]
+    meta = AGES.replace(privacy_unit=PrivacyUnit("pid", max_rows=6))
+    assert dp(D, many, SUM_DISTINCT_SQL, 1, meta=meta).passed
+
+
+def test_mutant_sum_distinct_with_halved_sensitivity_is_caught(monkeypatch):
+    original = sensitivity.Neighbourhood.linear
+    monkeypatch.setattr(sensitivity.Neighbourhood, "linear",
+                        lambda self, lo, hi: original(self, lo, hi) / 2)
+    assert not dp(D, D_PLUS_NEW_AGE, SUM_DISTINCT_SQL, 1).passed

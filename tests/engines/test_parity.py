@@ -78,6 +78,8 @@ QUERIES = [
     "FROM people",
     "SELECT sex, VAR(age), STD(score), STDEV(income) FROM people GROUP BY sex",
     "SELECT COUNT(*) FROM main.people p WHERE p.age = '30' OR p.smoker = 1 OR p.score = TRUE",
+    "SELECT sex, SUM(DISTINCT age), SUM(DISTINCT income), SUM(DISTINCT score) FROM people "
+    "GROUP BY sex",
 ]
 
 UNITS = {"row": PrivacyUnit(), "person": PrivacyUnit("pid", max_rows=2, max_groups=1),

@@ -97,8 +97,8 @@ def test_every_aggregate_has_one_class():
     assert set(REGISTRY) >= {"count", "count_distinct", "sum", "avg", "var_samp", "var_pop",
                              "stddev_samp", "stddev_pop", "quantile"}
     assert {cls.kind for cls in REGISTRY.values()} == {
-        "count", "count distinct", "sum", "avg", "variance", "quantile", "interquartile range",
-        "regression"}
+        "count", "count distinct", "sum", "sum distinct", "avg", "variance", "quantile",
+        "interquartile range", "regression"}
 
 
 # -- Gaussian noise and zCDP in SQL -----------------------------------------------------------

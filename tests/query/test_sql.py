@@ -143,7 +143,7 @@ REFUSALS = [
     ("SELECT COUNT(*) FROM people CROSS JOIN regions", "CROSS"),
     ("SELECT COUNT(*) FROM people JOIN regions ON people.age > 3", "join condition"),
     ("SELECT COUNT(*) FROM regions", "public"),
-    ("SELECT SUM(DISTINCT age) FROM people", "DISTINCT inside"),
+    ("SELECT AVG(DISTINCT age) FROM people", "DISTINCT inside"),
     ("SELECT COUNT(*) FROM people WHERE COUNT(*) > 1", "aggregate in WHERE"),
     ("SELECT COUNT(*) FILTER (WHERE age > 1) FROM people", "FILTER"),
     ("SELECT CAST(age AS DOUBLE), COUNT(*) FROM people GROUP BY 1", "CAST"),

@@ -65,6 +65,7 @@ def test_limit_top_fetch_and_offset(cat, sql, limit, offset):
     ("SELECT STDEVP(age) FROM people", "stddev_pop"),
     ("SELECT STD(age) FROM people", "stddev_pop"),  # MySQL's STD is the population one
     ("SELECT IQR(age) FROM people", "iqr"),
+    ("SELECT SUM(DISTINCT age) FROM people", "sum_distinct"),
 ])
 def test_aggregate_spellings(cat, sql, func):
     assert parse_sql(sql, cat).outputs[0].expr == Agg(func, c("age"))
@@ -122,6 +123,7 @@ REFUSALS = [
     ("SELECT LOG(2, SUM(age)) FROM people", "base"),
     ("SELECT POWER(SUM(age), COUNT(*)) FROM people", "exponent"),
     ("SELECT COVAR_POP(age, income) FROM people", "aggregate"),
+    ("SELECT AVG(DISTINCT age) FROM people", "DISTINCT inside"),
     ("SELECT CORR(age) FROM people", "parse"),
     ("SELECT COUNT(*) FROM census.nowhere", "no registered table"),
     ("SELECT SQRT(age), COUNT(*) FROM people GROUP BY age", "SQRT"),

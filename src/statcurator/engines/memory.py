@@ -154,6 +154,8 @@ class MemoryEngine:
         groups: dict[tuple, list[int]] = {}
         units: dict[tuple, set] = defaultdict(set)
         values: list[dict[tuple, set]] = [defaultdict(set) for _ in distinct]
+        qsets: dict[int, dict[tuple, set]] = {i: defaultdict(set) for i, t in
+                                              enumerate(plan.terms) if t.kind == "distinct_sum"}
         hists: list[dict[tuple, dict[int, int]]] = [defaultdict(lambda: defaultdict(int))
                                                     for _ in plan.histograms]
         nn_pos = {id(e): i for i, e in enumerate(nonnull)}
@@ -183,6 +185,8 @@ class MemoryEngine:
                         acc[i] += 1
                     elif t.kind == "sum":
                         acc[i] += q
+                    elif t.kind == "distinct_sum":
+                        qsets[i][key].add(q)
                     elif t.kind == "centered":
                         acc[i] += 2 * q - t.input.center
                     elif t.kind == "cross":
@@ -204,6 +208,9 @@ class MemoryEngine:
                 seen = values[x_pos[id(t.input)]]
                 for key, acc in groups.items():
                     acc[i] = len(seen.get(key, ()))
+            elif t.kind == "distinct_sum":
+                for key, acc in groups.items():
+                    acc[i] = sum(qsets[i].get(key, ()))
         return ExactResult(plan.key_names, {k: tuple(v) for k, v in groups.items()},
                            tuple({k: dict(v) for k, v in h.items()} for h in hists))
 

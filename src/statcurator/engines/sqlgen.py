@@ -477,6 +477,8 @@ def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.
         return count
     if t.kind == "sum":
         return total
+    if t.kind == "distinct_sum":
+        return exp.Sum(this=exp.Distinct(expressions=[q.copy()]))
     if t.kind == "centered":
         return _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=total),
                               expression=exp.Mul(this=c, expression=count)))
@@ -500,6 +502,13 @@ def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.
 
 
 def _widen_sums(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Sum) and isinstance(node.this, exp.Distinct):
+        # SUM(DISTINCT q) → SUM(DISTINCT CAST(q AS DECIMAL)): the cast inside the DISTINCT
+        (inner,) = node.this.expressions
+        if not isinstance(inner, exp.Cast):
+            return exp.Sum(this=exp.Distinct(expressions=[_cast(inner.copy(),
+                                                                "DECIMAL(38, 0)")]))
+        return node
     if isinstance(node, exp.Sum) and not isinstance(node.this, exp.Cast):
         return exp.Sum(this=_cast(node.this.copy(), "DECIMAL(38, 0)"))
     return node

@@ -56,6 +56,7 @@ class AggregateKind(StrEnum):
     COUNT = "count"
     COUNT_DISTINCT = "count distinct"
     SUM = "sum"
+    SUM_DISTINCT = "sum distinct"
     AVG = "avg"
     VARIANCE = "variance"
     QUANTILE = "quantile"
@@ -266,6 +267,31 @@ class Sum(Atom):
         integral = q.bits <= 0 and sens.denominator == 1
         i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral,
                     l2=min(ctx.nb.l2(lo, hi), sens))
+        return cls(agg, name, (i,), q)
+
+
+@dataclass(frozen=True)
+class DistinctSum(Atom):
+    """``SUM(DISTINCT x)``: the sum of the distinct values of x clamped to its public bounds
+    on the grid. A unit's r rows can add (or remove) at most r distinct values, each within
+    the bounds, so it has a clamped sum's sensitivity — but never a policy's: moving one
+    value can remove it (when it was unique) while its new value was already present."""
+
+    quantized: Quantized | None = None
+
+    kind: ClassVar[AggregateKind] = AggregateKind.SUM_DISTINCT
+    functions: ClassVar[tuple[str, ...]] = ("sum_distinct",)
+
+    @classmethod
+    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
+        assert agg.arg is not None
+        ctx.check_row_expr(agg.arg, "SUM(DISTINCT ...)")
+        q = ctx.quantized(agg.arg, agg)
+        t = ctx.term(Term("distinct_sum", q))
+        lo, hi = q.lq * q.scale, q.uq * q.scale
+        sens = ctx.nb.linear(lo, hi)
+        integral = q.bits <= 0 and sens.denominator == 1
+        i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral, l2=ctx.nb.l2(lo, hi))
         return cls(agg, name, (i,), q)
 
 
@@ -679,8 +705,9 @@ class Regression(Atom):
 
 
 #: The IR aggregate function → its class.
-REGISTRY: dict[str, type[Atom]] = {f: cls for cls in (Count, CountDistinct, Sum, Mean,
-                                                      Variance, Quantile, Iqr, Regression)
+REGISTRY: dict[str, type[Atom]] = {f: cls for cls in (Count, CountDistinct, Sum, DistinctSum,
+                                                      Mean, Variance, Quantile, Iqr,
+                                                      Regression)
                                    for f in cls.functions}
 
 

@@ -31,7 +31,7 @@ COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 
 #: Aggregate functions of the IR. Quantile-like functions are one ``quantile`` with a
 #: parameter ``p`` (MIN is p = 0, MEDIAN p = 1/2, MAX p = 1).
-AGGREGATES = ("count", "count_distinct", "sum", "avg", "var_samp", "var_pop", "stddev_samp",
+AGGREGATES = ("count", "count_distinct", "sum", "sum_distinct", "avg", "var_samp", "var_pop", "stddev_samp",
               "stddev_pop", "quantile", "iqr", "regr_slope", "regr_intercept", "corr")
 
 #: Scalar functions of released values (post-processing: never row by row in an engine),
@@ -365,6 +365,8 @@ class Agg(Expr):
             return "COUNT(*)"
         if self.func == "count_distinct":
             return f"COUNT(DISTINCT {self.arg.sql()})"  # type: ignore[union-attr]
+        if self.func == "sum_distinct":
+            return f"SUM(DISTINCT {self.arg.sql()})"  # type: ignore[union-attr]
         if self.func == "quantile":
             return f"QUANTILE({self.arg.sql()}, {self.p})"  # type: ignore[union-attr]
         return f"{self.func.upper()}({self.arg.sql()})"  # type: ignore[union-attr]

@@ -241,7 +241,8 @@ class NoisyAnswer:
         if isinstance(e, Agg):
             atom = self.atom_index[e]
             if (atom.kind in (AggregateKind.COUNT, AggregateKind.COUNT_DISTINCT,
-                              AggregateKind.SUM) and not self._clamps(atom)):  # fast path
+                              AggregateKind.SUM, AggregateKind.SUM_DISTINCT)
+                    and not self._clamps(atom)):  # fast path
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]

@@ -98,7 +98,7 @@ def _int_range(kind: str, clamp: Sequence[int] | None,
                                     remedy="report this: certificates state every clamp")
     lq, uq = (Fraction(v) for v in clamp)
     width = uq - lq
-    if kind == "sum":
+    if kind in ("sum", "distinct_sum"):  # a unit's rows add at most one value each
         return lq, uq
     if kind == "centered":  # 2q − (lq + uq)
         return -width, width

@@ -40,9 +40,10 @@ __all__ = ["Quantized", "Term", "Histogram", "Bounding", "EnginePlan", "ExactRes
 #: ``rows`` COUNT(*); ``nonnull`` COUNT(expr); ``valid`` COUNT(q); ``sum`` SUM(q);
 #: ``centered`` SUM(2q - (lq + uq)); ``centered_sq`` SUM((2q - (lq + uq))^2);
 #: ``units`` COUNT(DISTINCT privacy unit); ``distinct`` COUNT(DISTINCT expr); ``cross``
-#: SUM((2q - (lq + uq))·(2q' - (lq' + uq'))) over the rows where both are non-NULL.
+#: SUM((2q - (lq + uq))·(2q' - (lq' + uq'))) over the rows where both are non-NULL;
+#: ``distinct_sum`` SUM(DISTINCT q).
 TERM_KINDS = ("rows", "nonnull", "valid", "sum", "centered", "centered_sq", "units",
-              "distinct", "cross")
+              "distinct", "cross", "distinct_sum")
 
 
 @dataclass(frozen=True, slots=True)

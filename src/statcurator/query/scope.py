@@ -126,6 +126,7 @@ def key_refs(expr: Expr, keys: Sequence[GroupKey], where: str) -> Expr:
 
 
 _AGG_SQL_NAMES = {"count": "count", "count_distinct": "count_distinct", "sum": "sum",
+                  "sum_distinct": "sum_distinct",
                   "avg": "avg", "var_samp": "var", "var_pop": "var_pop", "stddev_samp": "stddev",
                   "stddev_pop": "stddev_pop"}
 

@@ -9,7 +9,7 @@ The supported subset is one aggregate ``SELECT`` over one private table::
 
 (``SELECT DISTINCT`` and a ``GROUP BY`` without aggregates release the key set; ``TOP n`` and
 ``FETCH FIRST n ROWS ONLY`` are ``LIMIT n``) with ``COUNT(*)``, ``COUNT(x)``,
-``COUNT(DISTINCT x)``, ``SUM``, ``AVG``, ``VARIANCE``/``VAR``/``VAR_SAMP``/``VAR_POP``,
+``COUNT(DISTINCT x)``, ``SUM``, ``SUM(DISTINCT x)``, ``AVG``, ``VARIANCE``/``VAR``/``VAR_SAMP``/``VAR_POP``,
 ``STDDEV``/``STD``/``STDEV``/``STDDEV_SAMP``/``STDDEV_POP``, ``MEDIAN``,
 ``PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x)``, ``QUANTILE(x, p)``, ``MIN``, ``MAX``,
 ``IQR``, ``REGR_SLOPE``/``REGR_INTERCEPT``/``CORR(y, x)``; functions of released values
@@ -67,8 +67,9 @@ from .scope import Scope, agg_name, key_refs, unique_names
 
 __all__ = ["parse_sql", "SUPPORTED_AGGREGATES"]
 
-SUPPORTED_AGGREGATES = ("COUNT(*)", "COUNT(x)", "COUNT(DISTINCT x)", "SUM", "AVG",
-                        "VARIANCE", "VAR", "VAR_SAMP", "VAR_POP", "STDDEV", "STD", "STDEV",
+SUPPORTED_AGGREGATES = ("COUNT(*)", "COUNT(x)", "COUNT(DISTINCT x)", "SUM",
+                        "SUM(DISTINCT x)", "AVG", "VARIANCE", "VAR", "VAR_SAMP", "VAR_POP",
+                        "STDDEV", "STD", "STDEV",
                         "STDDEV_SAMP", "STDDEV_POP", "MEDIAN", "PERCENTILE_CONT", "QUANTILE",
                         "MIN", "MAX", "IQR", "REGR_SLOPE", "REGR_INTERCEPT", "CORR")
 
@@ -509,7 +510,8 @@ class _Converter:
         def arg(n: Any) -> Expr:
             if isinstance(n, exp.Distinct):
                 raise _refuse(f"DISTINCT inside {node.sql()}",
-                              "only COUNT(DISTINCT person_id) is supported")
+                              "COUNT(DISTINCT x) and SUM(DISTINCT x) are supported; other "
+                              "aggregates take every row's value")
             if self.has_aggregate(n):
                 raise _refuse("a nested aggregate", "aggregate row values only")
             return self.row(n, scope, f"the argument of {node.key.upper()}")
@@ -536,6 +538,10 @@ class _Converter:
             if isinstance(a, exp.Literal | exp.Boolean):
                 return Agg("count")
             return Agg("count", arg(a))
+        if isinstance(node, exp.Sum) and isinstance(node.this, exp.Distinct):
+            if len(node.this.expressions) != 1:
+                raise _refuse("SUM(DISTINCT a, b)", "sum the distinct values of one column")
+            return Agg("sum_distinct", arg(node.this.expressions[0]))
         simple = {exp.Sum: "sum", exp.Avg: "avg", exp.Variance: "var_samp",
                   exp.VariancePop: "var_pop", exp.Stddev: "stddev_samp",
                   exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop"}
