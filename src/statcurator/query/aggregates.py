@@ -255,15 +255,24 @@ class Sum(Atom):
 
     kind: ClassVar[AggregateKind] = AggregateKind.SUM
     functions: ClassVar[tuple[str, ...]] = ("sum",)
+    #: the engine term it reads, and how the SQL names it in messages
+    term_kind: ClassVar[str] = "sum"
+    spelling: ClassVar[str] = "SUM"
+
+    @classmethod
+    def sensitivity(cls, ctx: CompileContext, q: Quantized, low: Fraction,
+                    high: Fraction) -> Fraction:
+        """The clamped sum's sensitivity (a declared policy's where it applies)."""
+        return ctx.value_sensitivity(q, low, high)
 
     @classmethod
     def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
         assert agg.arg is not None
-        ctx.check_row_expr(agg.arg, "SUM")
+        ctx.check_row_expr(agg.arg, cls.spelling)
         q = ctx.quantized(agg.arg, agg)
-        t = ctx.term(Term("sum", q))
+        t = ctx.term(Term(cls.term_kind, q))
         lo, hi = q.lq * q.scale, q.uq * q.scale
-        sens = ctx.value_sensitivity(q, lo, hi)
+        sens = cls.sensitivity(ctx, q, lo, hi)
         integral = q.bits <= 0 and sens.denominator == 1
         i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral,
                     l2=min(ctx.nb.l2(lo, hi), sens))
@@ -271,28 +280,21 @@ class Sum(Atom):
 
 
 @dataclass(frozen=True)
-class DistinctSum(Atom):
+class DistinctSum(Sum):
     """``SUM(DISTINCT x)``: the sum of the distinct values of x clamped to its public bounds
     on the grid. A unit's r rows can add (or remove) at most r distinct values, each within
     the bounds, so it has a clamped sum's sensitivity — but never a policy's: moving one
     value can remove it (when it was unique) while its new value was already present."""
 
-    quantized: Quantized | None = None
-
     kind: ClassVar[AggregateKind] = AggregateKind.SUM_DISTINCT
     functions: ClassVar[tuple[str, ...]] = ("sum_distinct",)
+    term_kind: ClassVar[str] = "distinct_sum"
+    spelling: ClassVar[str] = "SUM(DISTINCT ...)"
 
     @classmethod
-    def build(cls, ctx: CompileContext, agg: Agg, name: str) -> Atom:
-        assert agg.arg is not None
-        ctx.check_row_expr(agg.arg, "SUM(DISTINCT ...)")
-        q = ctx.quantized(agg.arg, agg)
-        t = ctx.term(Term("distinct_sum", q))
-        lo, hi = q.lq * q.scale, q.uq * q.scale
-        sens = ctx.nb.linear(lo, hi)
-        integral = q.bits <= 0 and sens.denominator == 1
-        i = ctx.add(name, MeasureRole.SUM, t, sens, q.scale, integral, l2=ctx.nb.l2(lo, hi))
-        return cls(agg, name, (i,), q)
+    def sensitivity(cls, ctx: CompileContext, q: Quantized, low: Fraction,
+                    high: Fraction) -> Fraction:
+        return ctx.nb.linear(low, high)
 
 
 @dataclass(frozen=True)
