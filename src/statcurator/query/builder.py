@@ -257,7 +257,8 @@ def count(x: Any = None) -> E:
 
 
 def count_distinct(x: Any) -> E:
-    """``COUNT(DISTINCT person)`` — only on the privacy unit column."""
+    """``COUNT(DISTINCT x)``: distinct persons on the privacy unit column (sensitivity from
+    the groups a unit may touch), or distinct values of any other column (from its rows)."""
     return _agg("count_distinct", x, function="count_distinct")
 
 

@@ -32,32 +32,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..core.measures import ZCDP, ApproxDP, PureDP
 from ..core.schema import TableMeta
 from .aggregates import MeasureRole
 from .binding import BoundQuery
 from .expr import Col
 from .plan import Filter, Join, Relation
 from .relational import Quantized
+from .release import loss_to_dict
 
 __all__ = ["certificate", "certify", "FORMAT", "loss_dict"]
+
+#: a privacy loss as exact text (``{"epsilon"}``, with ``delta`` or as ``{"rho"}``)
+loss_dict = loss_to_dict
 
 FORMAT = "statcurator-certificate/1"
 
 
 def _s(x: Any) -> str | None:
     return None if x is None else str(x)
-
-
-def loss_dict(loss: Any) -> dict[str, str]:
-    """A privacy loss as ``{"epsilon", "delta"}`` or ``{"rho"}`` (exact, as text)."""
-    if isinstance(loss, ZCDP):
-        return {"rho": str(loss.rho)}
-    if isinstance(loss, ApproxDP):
-        return {"epsilon": str(loss.epsilon), "delta": str(loss.delta)}
-    if isinstance(loss, PureDP):
-        return {"epsilon": str(loss.epsilon), "delta": "0"}
-    raise TypeError(f"not a privacy loss: {loss!r}")  # pragma: no cover
 
 
 def _joins(rel: Relation) -> Iterator[Join]:
