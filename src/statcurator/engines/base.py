@@ -232,8 +232,8 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     groups: dict[tuple, tuple[int, ...]] = {}
     for r in rows:
         key = tuple(r[:nk])
-        if keep(key):
-            groups[key] = tuple(0 if v is None else int(v) for v in r[nk:nk + nt])
+        if not checks or keep(key):
+            groups[key] = tuple([0 if v is None else int(v) for v in r[nk:nk + nt]])
     hists = []
     for hr in hist_rows:
         h: dict[tuple, dict[int, int]] = {}

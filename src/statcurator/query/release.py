@@ -270,7 +270,7 @@ def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
     out = []
     for j, _name in enumerate(names):
         vals = [r[j] for r in rows if r[j] is not None]
-        kinds = {_kind(v) for v in vals}
+        kinds = {_kind(t) for t in {type(v) for v in vals}}  # a value's kind is its type's
         if not vals or kinds == {float}:
             out.append("double")
         elif kinds == {bool}:
@@ -284,13 +284,13 @@ def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def _kind(v: Any) -> type:
-    """bool, int, float or str for the values of those types and their subclasses (numpy's
-    float64 is a float), else the value's own type."""
+def _kind(cls: type) -> type:
+    """bool, int, float or str for those types and their subclasses (numpy's float64 is a
+    float), else the type itself."""
     for t in (bool, int, float, str):
-        if isinstance(v, t):
+        if issubclass(cls, t):
             return t
-    return type(v)
+    return cls
 
 
 def _arrow_type(t: str) -> Any:
