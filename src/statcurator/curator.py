@@ -758,7 +758,7 @@ def _estimator_certificate(estimator: Any, job: Any, meta: TableMeta, dataset: s
     privacy unit, neighbours), the cost and the ledger entry. Unlike a SQL release's, its
     cost is not re-derived by a second analysis (each estimator states its own privacy map)."""
     from . import __version__
-    from .query.certificate import FORMAT, loss_dict
+    from .query.certificate import FORMAT, loss_dict, unit_dict
 
     columns = {}
     for c in job.columns:
@@ -766,12 +766,10 @@ def _estimator_certificate(estimator: Any, job: Any, meta: TableMeta, dataset: s
         columns[c] = {"type": str(col.type),
                       "bounds": None if col.bounds is None else [str(b) for b in col.bounds],
                       "categories": None if col.categories is None else len(col.categories)}
-    unit = meta.privacy_unit
     return {"format": FORMAT, "kind": "estimator", "statcurator": __version__,
             "dataset": dataset, "estimator": repr(estimator), "mechanism": job.mechanism,
             "query": job.query, "columns": columns,
-            "privacy_unit": {"column": unit.column, "max_rows": unit.max_rows,
-                             "max_groups": unit.max_groups, "group_size": unit.group_size},
+            "privacy_unit": unit_dict(meta.privacy_unit),
             "neighbours": str(meta.neighbours), "cost": loss_dict(job.measurement.cost),
             "ledger": {"location": None, "seq": charge.seq, "request_id": charge.request_id,
                        "analyst": charge.analyst, "charged": str(charge.cost),

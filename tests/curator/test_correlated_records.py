@@ -285,18 +285,14 @@ def _one_row_per_household(private, alias, grouped, stability):
 
 
 @pytest.mark.slow
-def test_mutant_ignoring_the_group_size_is_caught(monkeypatch):
-    monkeypatch.setattr(compiler, "contribution_bounding", _ignore_group_size)
-    assert sensitivities(GROUP, COUNT) == {"n": 1}
-    result = household_dp(K, GROUP)
-    assert not result.passed, result
-
-
-@pytest.mark.slow
-def test_mutant_calibrated_for_one_row_per_household_is_caught(monkeypatch):
-    monkeypatch.setattr(compiler, "contribution_bounding", _one_row_per_household)
-    assert sensitivities(HOUSEHOLD, COUNT) == {"n": 1}
-    result = household_dp(K, HOUSEHOLD)
+@pytest.mark.parametrize("mutant, unit", [
+    (_ignore_group_size, GROUP),                # group_size ignored
+    (_one_row_per_household, HOUSEHOLD),        # bounded to K rows, calibrated for one
+], ids=["ignoring-the-group-size", "one-row-per-household"])
+def test_a_mutant_calibrated_for_one_row_is_caught(monkeypatch, mutant, unit):
+    monkeypatch.setattr(compiler, "contribution_bounding", mutant)
+    assert sensitivities(unit, COUNT) == {"n": 1}
+    result = household_dp(K, unit)
     assert not result.passed, result
 
 

@@ -40,7 +40,7 @@ from .plan import Filter, Join, Relation
 from .relational import Quantized
 from .release import loss_to_dict
 
-__all__ = ["certificate", "certify", "FORMAT", "loss_dict"]
+__all__ = ["certificate", "certify", "FORMAT", "loss_dict", "unit_dict"]
 
 #: a privacy loss as exact text (``{"epsilon"}``, with ``delta`` or as ``{"rho"}``)
 loss_dict = loss_to_dict
@@ -50,6 +50,12 @@ FORMAT = "statcurator-certificate/1"
 
 def _s(x: Any) -> str | None:
     return None if x is None else str(x)
+
+
+def unit_dict(unit: Any) -> dict[str, Any]:
+    """A privacy unit as the certificate states it (what the re-check reads)."""
+    return {"column": unit.column, "max_rows": unit.max_rows, "max_groups": unit.max_groups,
+            "group_size": unit.group_size}
 
 
 def _joins(rel: Relation) -> Iterator[Join]:
@@ -122,8 +128,7 @@ def certificate(bound: BoundQuery, meta: TableMeta, catalog: Any = None) -> dict
         "query": cq.text or cq.plan.sql(),
         "plan": cq.plan.sql(),
         "dataset": cq.table,
-        "privacy_unit": {"column": unit.column, "max_rows": unit.max_rows,
-                         "max_groups": unit.max_groups, "group_size": unit.group_size},
+        "privacy_unit": unit_dict(unit),
         "neighbours": str(meta.neighbours),
         "declared_rows": meta.rows,
         "grouped": bool(cq.plan.group_by),

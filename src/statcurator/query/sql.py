@@ -135,6 +135,7 @@ class _Converter:
                 ("windows", "WINDOW", "drop the window clause")):
             if tree.args.get(key):
                 raise _refuse(what, remedy)
+        self.notes: list[str] = []  # what the analyst should be told (coercions, ...)
         limit, offset = self.limit(tree)
         distinct = tree.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
@@ -156,7 +157,6 @@ class _Converter:
                 raise _refuse("a subquery", "write a single SELECT over one private table "
                                             "(joined only with public tables)")
         relation, scope = self.relation(tree)
-        self.notes: list[str] = []
         where = tree.args.get("where")
         if where is not None:
             relation = Filter(relation, self.row(where.this, scope, "WHERE"))
