@@ -247,3 +247,39 @@ def test_coercion_is_stated_in_the_explanation(curator):
     assert release(curator, "SELECT COUNT(*) AS n FROM people WHERE age = '30'").rows()[0]["n"] \
         == pytest.approx(release(curator, "SELECT COUNT(*) AS n FROM people WHERE age = 30")
                          .rows()[0]["n"], abs=40)  # ε = 1 each: |noise| < 20 w.p. 1 - 4e-9
+
+
+def _first_two_cities(engine: str) -> list[list[str]]:
+    """``LIMIT 2`` without ORDER BY on one table in two row orders (c, a, b and b, a, c)."""
+    data = pa.table({"age": [30, 40, 50] * 500, "income": [1.0] * 1500,
+                     "sex": ["M", "F", "M"] * 500, "city": ["c", "a", "b"] * 500})
+    listed = []
+    for table in (data, data.take(list(range(len(data)))[::-1])):
+        cur = Curator(engine=engine, default_budget=None, dataset_budget=None)
+        cur.register("people", table, META)
+        cur.set_dataset_budget("people", epsilon=100, delta=Fraction(1, 1000))
+        cur.set_budget("ana", "people", epsilon=100, delta=Fraction(1, 1000))
+        rel = cur.sql("SELECT city, COUNT(*) AS n FROM people GROUP BY city LIMIT 2").release(
+            10, Fraction(1, 10**6), analyst="ana")
+        listed.append([r["city"] for r in rel.rows()])
+        cur.close()
+    return listed
+
+
+@pytest.mark.parametrize("engine", ["memory", "duckdb"])
+def test_limit_without_order_by_never_follows_the_data_order(engine):
+    """The attack: if LIMIT 1 kept the first group the engine met, the released key would tell
+    which key the table's first row holds. Keys are listed in a canonical order (declared
+    categories' order, else sorted), so the same table in two row orders lists the same keys
+    in the same order."""
+    assert _first_two_cities(engine) == [["a", "b"], ["a", "b"]]
+
+
+def test_control_listing_keys_in_the_engines_order_reveals_the_first_row(monkeypatch):
+    """The same attack against a curator that lists selected keys as the engine met them
+    (the reference engine meets them in row order): the first released key is the first
+    row's."""
+    from statcurator.query.binding import BoundQuery
+
+    monkeypatch.setattr(BoundQuery, "_candidate_keys", lambda self, ex: list(ex.groups))
+    assert _first_two_cities("memory") == [["c", "a"], ["b", "a"]]
