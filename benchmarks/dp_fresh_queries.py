@@ -31,7 +31,7 @@ def queries(n: int) -> list[tuple[str, str]]:
         ("SELECT sex, COUNT(*) AS n FROM adult WHERE age BETWEEN {a} AND {b} GROUP BY sex",
          "SELECT sex, COUNT(*) FROM adult WHERE age BETWEEN {a} AND {b} GROUP BY sex"),
         ("SELECT AVG(age) AS m FROM adult WHERE age >= {a} AND education = 'Bachelors'",
-         "SELECT AVG(LEAST(GREATEST(age, 0), 100)) FROM adult "
+         "SELECT AVG(CASE WHEN age < 0 THEN 0 WHEN age > 100 THEN 100 ELSE age END) FROM adult "
          "WHERE age >= {a} AND education = 'Bachelors'"),
         ("SELECT race, SUM(age) AS s FROM adult WHERE age < {b} GROUP BY race",
          "SELECT race, SUM(age) FROM adult WHERE age < {b} GROUP BY race"),

@@ -6,8 +6,10 @@ On a generated 1,000,000-row table (age 0-100, sex, zipcode with 1,000 values, i
 
 * a DP grouped count with public keys at ε = 1 (``GROUP BY zipcode``, all 1,000 keys
   released, and ``GROUP BY disease``), against ``SELECT k, COUNT(*) ... GROUP BY k``;
-* a DP clamped mean at ε = 1 (``AVG(income)``), against the exact clamped mean
-  ``AVG(LEAST(GREATEST(income, 0), 200000))``.
+* a DP clamped mean at ε = 1 (``AVG(income)``), against the exact clamped mean written
+  the fastest way we know, ``AVG(CASE WHEN income < 0 THEN 0 WHEN income > 200000 THEN
+  200000 ELSE income END)`` (``AVG(LEAST(GREATEST(income, 0), 200000))``, the usual
+  spelling, takes about twice as long).
 
 A DP run is everything a user waits for: the (cached) compiled query, the ledger's charge
 and stored answer, the engine's exact aggregates, the noise, the intervals and the Arrow
@@ -48,8 +50,16 @@ QUERIES = {
         "SELECT disease, COUNT(*) AS n FROM bench GROUP BY disease"),
     "clamped mean (income)": (
         "SELECT AVG(income) AS mean_income FROM bench",
+        # the fastest exact clamped mean we know in DuckDB: a CASE per end runs in about
+        # half the time of AVG(LEAST(GREATEST(income, 0), 200000))
+        "SELECT AVG(CASE WHEN income < 0 THEN 0 WHEN income > 200000 THEN 200000 "
+        "ELSE income END) FROM bench"),
+    "clamped mean, vs LEAST/GREATEST": (
+        "SELECT AVG(income) AS mean_income FROM bench",
         "SELECT AVG(LEAST(GREATEST(income, 0), 200000)) FROM bench"),
 }
+#: shown for comparison, not held to the target: the exact query in its usual spelling
+NOT_TARGETS = {"clamped mean, vs LEAST/GREATEST"}
 REFERENCE_MS = {  # measured on this machine, warm (issue 4)
     "grouped count": {"DuckDB alone": 9, "SmartNoise SQL": 300, "OpenDP Polars": 1200,
                       "Tumult on Spark": 1100},
@@ -261,7 +271,8 @@ def report(r: dict) -> None:
     print(f"DP queries vs exact DuckDB on {r['rows']:,} rows (warm medians, interleaved runs)")
     print(f"{'query':<44}{'DP (ms)':>10}{'DuckDB (ms)':>13}{'ratio':>8}  target <= 1.3x")
     for name, v in r["small"].items():
-        ok = "ok" if v["ratio"] <= 1.3 else "MISSED"
+        ok = "(usual spelling)" if name in NOT_TARGETS else \
+            "ok" if v["ratio"] <= 1.3 else "MISSED"
         print(f"{name:<44}{v['dp_ms']:>10.1f}{v['exact_ms']:>13.1f}{v['ratio']:>8.2f}  {ok}")
     print("  (cold parse + compile + bind, once per query text: "
           + ", ".join(f"{v['cold_parse_compile_ms']:.1f} ms" for v in r["small"].values()) + ")")

@@ -130,6 +130,8 @@ class Curator:
         self._data: dict[str, Any] = {}  # name -> TableSource (None: metadata only)
         self._version = 0
         self._cache: dict[tuple[int, str], Any] = {}
+        #: (analyst, dataset) -> the ledger known to hold that grant (see _ensure_budget)
+        self._granted: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
     # -- catalog ------------------------------------------------------------------------
@@ -175,6 +177,7 @@ class Curator:
             self.catalog.tables.pop(name, None)
             if source is not None:
                 self.engine.register(name, source)
+                self.engine.declare_types(name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
             self._version += 1
@@ -202,6 +205,7 @@ class Curator:
 
         with self._lock:
             self.engine.register(name, TableSource.from_arrow(table))
+            self.engine.declare_types(name, meta)
             self.catalog.tables[name] = info
             self._data[name] = None  # public: joined by DP queries, never anonymized
             self._version += 1
@@ -388,10 +392,13 @@ class Curator:
 
         if self.default_budget is None:
             return
+        if self._granted.get((analyst, dataset)) is self.ledger:
+            return  # grants are append-only rows in this ledger: once there, always there
         try:
             self.ledger.status(analyst, dataset)
         except NoBudgetError:
             self.ledger.set_budget(analyst, dataset, self.default_budget)
+        self._granted[(analyst, dataset)] = self.ledger
 
     def _init_dataset_budget(self, dataset: str, total: PrivacyLoss | None) -> None:
         from .accounting import NoBudgetError

@@ -15,14 +15,19 @@ three.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import DataError
 from ..query.relational import EnginePlan, ExactResult
+
+if TYPE_CHECKING:
+    from ..core.schema import TableMeta
 
 __all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "sql_text", "encode_field"]
 
@@ -150,7 +155,8 @@ class Engine(Protocol):
     against them without reading rows, show the statements it would run, run compiled plans
     and return exact aggregates, release resources.
 
-    ``validate`` must refuse (with :class:`~statcurator.core.errors.EngineError`) any plan the
+    ``declare_types`` is told a registered table's metadata and returns the type
+    mismatches it finds (or ``[]`` if it does not check); ``validate`` must refuse (with :class:`~statcurator.core.errors.EngineError`) any plan the
     registered data cannot run for reasons of names and types, reading no row: the curator
     calls it before charging, so that such a query costs nothing.
     """
@@ -158,6 +164,8 @@ class Engine(Protocol):
     name: str
 
     def register(self, name: str, source: TableSource) -> None: ...
+
+    def declare_types(self, name: str, meta: TableMeta) -> list[str]: ...
 
     def unregister(self, name: str) -> None: ...
 
@@ -221,7 +229,7 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     """Assemble an :class:`ExactResult` from SQL result rows (keys first, then the terms;
     histogram rows are keys, bin, count). SQL sums over no rows are NULL, i.e. 0."""
     nk, nt = len(plan.keys), len(plan.terms)
-    checks = [(i, _KeySet(v)) for i, v in enumerate(plan.key_values) if v is not None]
+    checks = [(i, _key_set(v)) for i, v in enumerate(plan.key_values) if v is not None]
 
     def keep(key: tuple) -> bool:  # a plain loop: no generator per group on this hot path
         for i, a in checks:  # noqa: SIM110
@@ -230,10 +238,19 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
         return True
 
     groups: dict[tuple, tuple[int, ...]] = {}
-    for r in rows:
-        key = tuple(r[:nk])
-        if not checks or keep(key):
-            groups[key] = tuple([0 if v is None else int(v) for v in r[nk:nk + nt]])
+    if nk == 1 and nt == 1 and len(checks) == 1 and checks[0][1].plain is not None:
+        # one key with a public set of non-numbers (the common GROUP BY category): plain
+        # set membership is SQL equality there (see _KeySet)
+        listed = checks[0][1].plain
+        for r in rows:
+            if r[0] in listed:
+                v = r[1]
+                groups[(r[0],)] = (0 if v is None else int(v),)
+    else:
+        for r in rows:
+            key = tuple(r[:nk])
+            if not checks or keep(key):
+                groups[key] = tuple([0 if v is None else int(v) for v in r[nk:nk + nt]])
     hists = []
     for hr in hist_rows:
         h: dict[tuple, dict[int, int]] = {}
@@ -245,6 +262,12 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     return ExactResult(plan.key_names, groups, tuple(hists))
 
 
+@functools.lru_cache(maxsize=64)
+def _key_set(values: tuple[Any, ...]) -> _KeySet:
+    """The membership test of one public key set (built once per set: sets are immutable)."""
+    return _KeySet(values)
+
+
 class _KeySet:
     """Membership in a public key set with SQL equality (NULL matches only a listed NULL,
     booleans never equal numbers)."""
@@ -252,6 +275,11 @@ class _KeySet:
     def __init__(self, values: tuple[Any, ...]) -> None:
         self.null = any(v is None for v in values)
         self.values = {(isinstance(v, bool), v) for v in values if v is not None}
+        #: the listed values as a plain set when none is a number or a boolean: then no
+        #: engine value equals a listed one in Python (True == 1) unless it does in SQL
+        self.plain: frozenset[Any] | None = None
+        if not any(isinstance(v, int | float | complex | Decimal) for v in values):
+            self.plain = frozenset(values)
 
     def has(self, x: Any) -> bool:
         if x is None:

@@ -21,12 +21,15 @@ and DuckDB files in place, and returns exact aggregates (integer sums widen to H
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EngineError
 from ..query.relational import EnginePlan, ExactResult
 from .base import TableSource, result_from_rows
 from .sqlgen import plan_sql, plan_template, quote
+
+if TYPE_CHECKING:
+    from ..core.schema import TableMeta
 
 __all__ = ["DuckDBEngine", "duckdb_type"]
 
@@ -73,6 +76,9 @@ class DuckDBEngine:
         # bound once, when it is validated before the charge, and then only executed
         self._prepared: dict[str, str] = {}
         self._counter = 0
+        #: tables whose data types were checked against their metadata at registration:
+        #: plans over them only are not prepared before the charge (see :meth:`validate`)
+        self._typed: set[str] = set()
 
     def register(self, name: str, source: TableSource) -> None:
         with self._lock:
@@ -103,6 +109,7 @@ class DuckDBEngine:
 
     def _drop(self, name: str) -> None:
         self._deallocate_all()
+        self._typed.discard(name)
         if name not in self.tables:
             return
         src = self.tables.pop(name)
@@ -121,6 +128,37 @@ class DuckDBEngine:
     def close(self) -> None:
         with self._lock:
             self.con.close()
+
+    def declare_types(self, name: str, meta: TableMeta) -> list[str]:
+        """Check the registered data's column types against ``meta`` (once, at
+        registration): the mismatches, as text. A table without mismatches is *typed*: the
+        statements compiled from its metadata bind on its data by construction, so
+        :meth:`validate` does not prepare them (a second DuckDB planning of every new
+        statement); a table with mismatches keeps the preparation before each charge.
+
+        >>> import pyarrow as pa
+        >>> from statcurator.engines.base import TableSource
+        >>> from statcurator.core.schema import Column, TableMeta
+        >>> eng = DuckDBEngine()
+        >>> eng.register("t", TableSource.from_arrow(pa.table({"x": [1, 2], "s": ["a", "b"]})))
+        >>> eng.declare_types("t", TableMeta("t", (Column("x", type="integer"), Column("s"))))
+        []
+        >>> eng.declare_types("t", TableMeta("t", (Column("x", type="string"),)))
+        ["column 'x' is declared string but its data is BIGINT"]
+        """
+        with self._lock:
+            self._typed.discard(name)
+            found = {str(r[0]): str(r[1]).upper()
+                     for r in self.con.execute(f"DESCRIBE {quote(name)}").fetchall()}
+            wrong = []
+            for col in meta.columns:
+                actual = found.get(col.name)
+                if actual is None or not _type_fits(str(col.type), actual):
+                    wrong.append(f"column {col.name!r} is declared {col.type} but its data is "
+                                 f"{actual or 'missing'}")
+            if not wrong:
+                self._typed.add(name)
+            return wrong
 
     def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]:
         """The statements this engine runs for ``plan`` (for ``explain``)."""
@@ -151,9 +189,15 @@ class DuckDBEngine:
         DuckDB's ``PREPARE`` resolves names and types and reads no rows, so a query that the
         data's actual types cannot run (metadata that says integer over a DATE column, say)
         is refused here, before any budget is charged, instead of failing after it. The
-        prepared statements are what :meth:`execute` then runs with the release's salt, so
-        validating costs no second binding.
+        prepared statements are what :meth:`execute` then runs with the release's salt.
+
+        A plan that reads only *typed* tables (:meth:`declare_types`: every declared type
+        matches the data's) is not prepared: its statements are generated from metadata
+        the data was checked against, so binding them cannot fail on the data's types, and
+        DuckDB plans each new statement once instead of twice.
         """
+        if all(scan.table in self._typed for scan in plan.relation.scans()):
+            return
         main, hists, _ = plan_template(plan)
         try:
             with self._lock:
@@ -173,10 +217,8 @@ class DuckDBEngine:
         args = f"('{salt}')" if salted else ""
         try:
             with self._lock:
-                names = [self._prepare(s) for s in (main, *hists)]
-                rows = self.con.execute(f"EXECUTE {names[0]}{args}").fetchall()
-                hist_rows = [self.con.execute(f"EXECUTE {n}{args}").fetchall()
-                             for n in names[1:]]
+                rows, *hist_rows = [self._run(s, salt if salted else None, args)
+                                    for s in (main, *hists)]
         except Exception as e:  # duckdb raises its own exception classes
             # the engine's message may quote a private value (a failed conversion): it stays
             # in the chained cause, for the data owner, and out of what analysts see
@@ -185,9 +227,33 @@ class DuckDBEngine:
                                      "matches its metadata (the cause is chained)") from e
         return result_from_rows(plan, rows, hist_rows)
 
+    def _run(self, statement: str, salt: str | None, args: str) -> list[Any]:
+        """The rows of one statement: its prepared form when :meth:`validate` prepared it,
+        else the text itself with the salt as its parameter. Call with the lock held."""
+        name = self._prepared.get(statement)
+        if name is not None:
+            return self.con.execute(f"EXECUTE {name}{args}").fetchall()
+        if salt is None:
+            return self.con.execute(statement).fetchall()
+        return self.con.execute(statement, [salt]).fetchall()
+
 
 #: prepared statements kept per connection (the oldest is deallocated beyond this)
 _MAX_PREPARED = 512
+
+#: the DuckDB types that hold each declared column type (see DuckDBEngine.declare_types)
+_FITS = {
+    "integer": {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"},
+    "real": {"FLOAT", "DOUBLE"},
+    "string": {"VARCHAR"},
+    "boolean": {"BOOLEAN"},
+}
+
+
+def _type_fits(declared: str, actual: str) -> bool:
+    return actual in _FITS.get(declared, ()) or (declared == "real"
+                                                 and actual.startswith("DECIMAL("))
 
 
 def _str(s: Any) -> str:

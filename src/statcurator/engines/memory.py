@@ -28,7 +28,7 @@ import contextlib
 import math
 from collections import defaultdict
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EngineError
 from ..query.expr import (
@@ -52,6 +52,9 @@ from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, ExactResult, Quantized
 from .base import TableSource, row_hash
 
+if TYPE_CHECKING:
+    from ..core.schema import TableMeta
+
 __all__ = ["MemoryEngine", "evaluate"]
 
 Row = dict[tuple[str, str], Any]
@@ -69,6 +72,10 @@ class MemoryEngine:
     def register(self, name: str, source: TableSource) -> None:
         self.sources[name] = source
         self._rows.pop(name, None)
+
+    def declare_types(self, name: str, meta: TableMeta) -> list[str]:
+        """Nothing to check ahead: the interpreter checks types as it evaluates."""
+        return []
 
     def unregister(self, name: str) -> None:
         self.sources.pop(name, None)

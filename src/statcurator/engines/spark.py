@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EngineError
 from ..query.relational import EnginePlan, ExactResult
 from .base import TableSource, result_from_rows
 from .sqlgen import plan_sql
+
+if TYPE_CHECKING:
+    from ..core.schema import TableMeta
 
 __all__ = ["SparkEngine", "local_session", "spark_schema"]
 
@@ -94,6 +97,10 @@ class SparkEngine:
             df.createOrReplaceTempView(view)
             self.views[name] = view
             self.sources[name] = source
+
+    def declare_types(self, name: str, meta: TableMeta) -> list[str]:
+        """Not checked ahead: Spark analyzes every plan before its charge (:meth:`validate`)."""
+        return []
 
     def unregister(self, name: str) -> None:
         with self._lock:

@@ -166,6 +166,14 @@ def _case(whens: Sequence[tuple[exp.Expression, exp.Expression]],
     return _paren(exp.Case(ifs=[exp.If(this=c, true=v) for c, v in whens], default=default))
 
 
+def _clamps(x: exp.Expression, low: exp.Expression,
+            high: exp.Expression) -> list[tuple[exp.Expression, exp.Expression]]:
+    """The CASE branches that clamp a non-NULL ``x`` into [low, high]: a comparison per end
+    (DuckDB evaluates them about twice as fast as LEAST(GREATEST(...)) on a column)."""
+    return [(exp.LT(this=x.copy(), expression=low), low.copy()),
+            (exp.GT(this=x.copy(), expression=high), high.copy())]
+
+
 def _is_null(e: exp.Expression) -> exp.Is:
     return exp.Is(this=e, expression=exp.Null())
 
@@ -246,13 +254,13 @@ def quantized_sql(q: Quantized) -> exp.Expression:
     """The per-row grid integer of a quantized input (NULL for NULL and NaN)."""
     x = expr_tree(q.expr)
     if q.integral:
-        clamped = _cast(_least(_greatest(x.copy(), _int(q.lq)), _int(q.uq)), "BIGINT")
-        return _case([(_is_null(x), exp.Null())], clamped)
+        return _case([(_is_null(x), exp.Null()), *_clamps(x, _int(q.lq), _int(q.uq))],
+                     _cast(x.copy(), "BIGINT"))
     missing: exp.Expression = _is_null(x.copy())
     if q.real:
         missing = exp.Or(this=missing, expression=exp.IsNan(this=_cast(x.copy(), "DOUBLE")))
-    clamped = _least(_greatest(_cast(x.copy(), "DOUBLE"), _double(q.low_double())),
-                     _double(q.high_double()))
+    xd = _cast(x.copy(), "DOUBLE")
+    clamped = _case(_clamps(xd, _double(q.low_double()), _double(q.high_double())), xd.copy())
     rounded = exp.Floor(this=exp.Add(this=exp.Mul(this=clamped, expression=_double(q.step_double())),
                                      expression=_double(0.5)))
     return _case([(missing, exp.Null())], _cast(rounded, "BIGINT"))

@@ -133,6 +133,8 @@ class BoundQuery:
             self.mechanisms.append(obj)
             self.infos.append(info)
         self.measurement = self._measurement()
+        #: every public key of a grouped query (a product of public key sets: built once)
+        self._public_candidates: list[tuple[Any, ...]] | None = None
         #: the release certificate with its re-check (the curator sets it on first release)
         self.certificate: dict[str, Any] | None = None
 
@@ -406,8 +408,10 @@ class BoundQuery:
         cq = self.compiled
         if not cq.plan.group_by:
             return [()]
-        if cq.public_keys:
-            return list(itertools.product(*cq.key_sets))  # type: ignore[arg-type]
+        if cq.public_keys:  # the same list for every release (callers only index it)
+            if self._public_candidates is None:
+                self._public_candidates = list(itertools.product(*cq.key_sets))  # type: ignore[arg-type]
+            return self._public_candidates
         return sorted(ex.groups, key=lambda k: tuple(
             (v is None, str(type(v)), v if v is not None else 0) for v in k))
 

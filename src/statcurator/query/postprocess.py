@@ -229,15 +229,21 @@ class NoisyAnswer:
             names.append(o.name)
             if n:
                 names += [f"{o.name}_low", f"{o.name}_high"]
-        cells = [self._column(o.expr, n, groups) for o, n in zip(outputs, noisy, strict=True)]
-        table = [[v for col in cells for v in col[j]] for j in range(len(groups))]
+        columns: list[list[Any]] = []
+        for o, n in zip(outputs, noisy, strict=True):
+            columns += self._column(o.expr, n, groups)
+        # column-major, then one list per row (few allocations: a release may have many groups)
+        table = [list(r) for r in zip(*columns, strict=True)] if columns else \
+            [[] for _ in groups]
         return names, table, noisy
 
     def _column(self, e: Expr, noisy: bool, groups: list[int]) -> list[list[Any]]:
-        """The cells ``[value]`` or ``[value, low, high]`` of one output, for every group."""
+        """The columns ``[values]`` or ``[values, lows, highs]`` of one output, for every
+        group."""
         if isinstance(e, KeyRef):
             i = self.key_index[e.name]
-            return [[self.keys[g][i]] for g in groups]
+            keys = self.keys
+            return [[keys[g][i] for g in groups]]
         if isinstance(e, Agg):
             atom = self.atom_index[e]
             if (atom.kind in (AggregateKind.COUNT, AggregateKind.COUNT_DISTINCT,
@@ -246,15 +252,18 @@ class NoisyAnswer:
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]
-                return [[_out(vals[g]), float(vals[g]) - h, float(vals[g]) + h] for g in groups]
-        out = []
+                picked = [vals[g] for g in groups]
+                points = [float(v) for v in picked]
+                return [[v if type(v) is int else _out(v) for v in picked],
+                        [p - h for p in points], [p + h for p in points]]
+        values, lows, highs = [], [], []
         for g in groups:
-            cell = [_out(self.point(e, g))]
+            values.append(_out(self.point(e, g)))
             if noisy:
                 iv = self.interval(e, g, self.alpha)
-                cell += [None, None] if iv is None else [float(iv[0]), float(iv[1])]
-            out.append(cell)
-        return out
+                lows.append(None if iv is None else float(iv[0]))
+                highs.append(None if iv is None else float(iv[1]))
+        return [values, lows, highs] if noisy else [values]
 
 
 def _num(v: Any) -> Any:
@@ -264,6 +273,8 @@ def _num(v: Any) -> Any:
 
 
 def _out(v: Any) -> Any:
+    if type(v) is int or type(v) is float:  # the common cases, without an ABC check
+        return v
     return float(v) if isinstance(v, Fraction) else v
 
 

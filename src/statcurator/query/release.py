@@ -55,6 +55,11 @@ def loss_from_dict(d: dict[str, str]) -> PrivacyLoss:
 
 
 def _jsonable(v: Any) -> Any:
+    t = type(v)
+    if t is str or t is int or t is float or t is bool or v is None:  # most leaves: no ABC
+        return v
+    if t is dict:
+        return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, Fraction):
         return str(v)
     if isinstance(v, dict):
