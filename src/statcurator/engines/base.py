@@ -15,11 +15,9 @@ three.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -262,10 +260,20 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     return ExactResult(plan.key_names, groups, tuple(hists))
 
 
-@functools.lru_cache(maxsize=64)
 def _key_set(values: tuple[Any, ...]) -> _KeySet:
-    """The membership test of one public key set (built once per set: sets are immutable)."""
-    return _KeySet(values)
+    """The membership test of one public key set, built once per key-set object (a compiled
+    plan keeps its tuple). Cached by identity, not equality: (1,) == (True,) in Python."""
+    hit = _KEY_SETS.get(id(values))
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    if len(_KEY_SETS) >= 64:
+        _KEY_SETS.clear()
+    made = _KeySet(values)
+    _KEY_SETS[id(values)] = (values, made)  # the tuple is kept alive, so its id is not reused
+    return made
+
+
+_KEY_SETS: dict[int, tuple[tuple[Any, ...], _KeySet]] = {}
 
 
 class _KeySet:
@@ -275,10 +283,11 @@ class _KeySet:
     def __init__(self, values: tuple[Any, ...]) -> None:
         self.null = any(v is None for v in values)
         self.values = {(isinstance(v, bool), v) for v in values if v is not None}
-        #: the listed values as a plain set when none is a number or a boolean: then no
-        #: engine value equals a listed one in Python (True == 1) unless it does in SQL
+        #: the listed values as a plain set when all are text (or NULL): then no engine
+        #: value equals a listed one in Python unless it does in SQL (numbers would not do:
+        #: True == 1 == 1.0 in Python)
         self.plain: frozenset[Any] | None = None
-        if not any(isinstance(v, int | float | complex | Decimal) for v in values):
+        if all(v is None or isinstance(v, str) for v in values):
             self.plain = frozenset(values)
 
     def has(self, x: Any) -> bool:

@@ -1,0 +1,46 @@
+"""Assembling an engine's result rows: the public key sets' membership is SQL equality.
+
+The common one-key, one-term grouped count takes a fast path (plain set membership for a key
+set of text); these tests hold it to the general path on the values where Python's equality
+and SQL's part ways (True == 1 in Python, not in SQL; NULL matches only a listed
+NULL).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from statcurator.engines.base import result_from_rows
+from statcurator.query.expr import Col
+from statcurator.query.plan import GroupKey, Scan
+from statcurator.query.relational import EnginePlan, Term
+
+
+def _plan(values: tuple, terms: int = 1) -> EnginePlan:
+    return EnginePlan(Scan("t", "t"), (GroupKey("k", Col("t", "k")),), (values,), None,
+                      tuple(Term("rows") for _ in range(terms)))
+
+
+ROWS = [("a", 3), ("b", 4), (None, 5), ("zz", 6), (True, 7), (1, 8), ("1", 10)]
+
+
+@pytest.mark.parametrize("listed, kept", [
+    (("a", "b"), {("a",): (3,), ("b",): (4,)}),
+    (("a", None), {("a",): (3,), (None,): (5,)}),
+    (("1", "zz"), {("1",): (10,), ("zz",): (6,)}),
+    ((1,), {(1,): (8,)}),  # numbers take the general path: True is not 1 in SQL
+    ((True,), {(True,): (7,)}),
+])
+def test_only_listed_keys_are_kept_with_sql_equality(listed, kept) -> None:
+    fast = result_from_rows(_plan(listed), ROWS, []).groups
+    assert fast == kept
+    # the same rows through the general path (two terms: no fast path) agree
+    general = result_from_rows(_plan(listed, terms=2), [r + (0,) for r in ROWS], []).groups
+    assert {k: v[:1] for k, v in general.items()} == kept
+
+
+def test_key_sets_equal_in_python_but_not_in_sql_are_not_confused() -> None:
+    """(1,) == (True,) in Python: a key-set cache keyed on equality would answer one with
+    the other's membership test (it did, before the cache went by identity)."""
+    assert result_from_rows(_plan((1,)), ROWS, []).groups == {(1,): (8,)}
+    assert result_from_rows(_plan((True,)), ROWS, []).groups == {(True,): (7,)}
