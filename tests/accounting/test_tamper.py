@@ -59,6 +59,26 @@ def test_a_refund_by_rewriting_the_last_charge_is_detected(persistent_store: Sto
         trusting.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
 
 
+def test_a_row_rewritten_under_an_open_ledger_is_detected(persistent_store: Store,
+                                                         monkeypatch):
+    """The ledger object that read (and checked) alice's last charge does not hash it again
+    while it reads it unchanged; a rewrite behind its back is a changed row, hashed again
+    and refused at the next charge. Control: a ledger that trusts its rows lets alice spend
+    the refunded budget."""
+    _spend_all(persistent_store)
+    with persistent_store.open() as led:
+        assert led.status("alice", "adult").remaining == PureDP(0)  # row 5 read and checked
+        persistent_store.drop_triggers()
+        persistent_store.sql("UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0, "
+                             "dataset_spent = 'pure:0/1' WHERE seq = 5")
+        persistent_store.restore_triggers()
+        with pytest.raises(LedgerTamperedError, match="at row 5"):
+            led.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
+    _unverified(monkeypatch)
+    with persistent_store.open() as trusting:
+        trusting.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
+
+
 def test_a_deleted_row_is_detected(persistent_store: Store, monkeypatch):
     _spend_all(persistent_store)
     persistent_store.drop_triggers()

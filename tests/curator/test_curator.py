@@ -379,8 +379,10 @@ def test_a_table_whose_types_match_its_metadata_is_planned_once_per_statement() 
     cur = Curator()
     cur.register("t", data, typed)
     assert cur.engine.declare_types("t", typed) == []
-    rel = cur.sql("SELECT s, COUNT(*) AS n, SUM(age) AS a FROM t GROUP BY s").release(epsilon=0.5)
-    assert len(rel) == 2 and cur.engine._prepared == {}
+    grouped = cur.sql("SELECT s, COUNT(*) AS n, SUM(age) AS a FROM t GROUP BY s")
+    assert len(grouped.release(epsilon=0.25)) == 2 and cur.engine._prepared == {}
+    grouped.release(epsilon=0.25)  # asked again: prepared now, planned once from here on
+    assert len(cur.engine._prepared) == 1
     loose = TableMeta("t", (Column("age", type="string"), Column("w", type="integer")))
     cur.register("t", data, loose)
     assert cur.engine.declare_types("t", loose) == [
@@ -388,3 +390,28 @@ def test_a_table_whose_types_match_its_metadata_is_planned_once_per_statement() 
         "column 'w' is declared integer but its data is DOUBLE"]
     cur.sql("SELECT COUNT(*) AS n FROM t WHERE age = '30'").release(epsilon=0.5)
     assert len(cur.engine._prepared) == 1
+
+
+def test_in_memory_data_is_copied_into_a_temporary_table_never_into_the_database_file(
+        tmp_path) -> None:
+    """Arrow data registered on an engine over a user's DuckDB *file* is copied into a
+    temporary table (faster scans): the private rows must not land in that file. Control: a
+    plain table created on the same connection is in the file."""
+    import duckdb
+    import pyarrow as pa
+
+    from statcurator import Curator
+    from statcurator.core.schema import Column, TableMeta
+    from statcurator.engines.duckdb import DuckDBEngine
+
+    path = tmp_path / "user.duckdb"
+    engine = DuckDBEngine(connection=duckdb.connect(str(path)))
+    cur = Curator(engine=engine)
+    cur.register("patients", pa.table({"age": [31, 47, 52]}),
+                 TableMeta("patients", (Column("age", type="integer", bounds=(0, 100)),)))
+    assert cur.sql("SELECT COUNT(*) AS n FROM patients").release(epsilon=0.5).rows()
+    engine.con.execute("CREATE TABLE control AS SELECT 1 AS x")
+    engine.close()
+    with duckdb.connect(str(path)) as con:
+        assert [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()")
+                .fetchall()] == ["control"]

@@ -163,6 +163,9 @@ class Ledger:
         self._lock = threading.RLock()
         self._pending: set[tuple[str, str]] = set()
         self._seen = 0
+        #: rows whose hash was checked (or that this object sealed), by position: a row read
+        #: again unchanged is not hashed again (a changed one is: it no longer equals this)
+        self._checked: dict[int, LedgerEntry] = {}
         try:
             self._opened = self._open(anchor)
         except BaseException:
@@ -652,12 +655,18 @@ class Ledger:
                                      f"the ledger shrank from {self._seen} rows to "
                                      f"{0 if head is None else head.seq}")
             self._seen = head.seq
-            checked: set[int] = set()
             for row in st.values():
-                if row.seq not in checked and digest(row, self._key) != row.hash:
+                if self._checked.get(row.seq) == row:
+                    continue
+                if digest(row, self._key) != row.hash:
                     raise self._tampered(row.seq, "its content does not match its hash")
-                checked.add(row.seq)
+                self._remember(row)
             return st
+
+    def _remember(self, row: LedgerEntry) -> None:
+        if len(self._checked) >= 4096:
+            self._checked.clear()
+        self._checked[row.seq] = row
 
     def _write(self, analyst: str | None, dataset: str | None, request_id: str | None,
                build: Callable[[dict[str, LedgerEntry]], Any]) -> Any:
@@ -687,6 +696,7 @@ class Ledger:
                 pause = min(pause * 2, 0.05)
                 continue
             self._seen = row.seq
+            self._remember(row)
             return row
 
     def _budget(self, scope: str, row: LedgerEntry | None, analyst: str | None,

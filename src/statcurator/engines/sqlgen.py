@@ -253,9 +253,8 @@ def expr_sql(e: Expr, dialect: str = "duckdb") -> str:
 def quantized_sql(q: Quantized) -> exp.Expression:
     """The per-row grid integer of a quantized input (NULL for NULL and NaN)."""
     x = expr_tree(q.expr)
-    if q.integral:
-        return _case([(_is_null(x), exp.Null()), *_clamps(x, _int(q.lq), _int(q.uq))],
-                     _cast(x.copy(), "BIGINT"))
+    if q.integral:  # a NULL x fails both comparisons and falls through to CAST(NULL): NULL
+        return _case(_clamps(x, _int(q.lq), _int(q.uq)), _cast(x.copy(), "BIGINT"))
     missing: exp.Expression = _is_null(x.copy())
     if q.real:
         missing = exp.Or(this=missing, expression=exp.IsNan(this=_cast(x.copy(), "DOUBLE")))

@@ -491,6 +491,8 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     one vector release (grouped) or one scalar release."""
     if not raw:
         return [[] for _ in range(n)]
+    if n == 1 and not vector:  # one scalar release: exact Python numbers, no numpy batch
+        return [[_noisy_scalar(obj, raw[0], m)]]
     if obj.grid is None and m.value_scale == 1:  # counts: int64 all the way (the common case)
         try:
             ints = np.asarray(raw, dtype=np.int64)
@@ -518,6 +520,17 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     if m.integral:  # multiples of an integer grid 2^k: integers
         return [[int(v) for v in row] for row in out.tolist()]
     return [[Fraction(v) for v in row] for row in out.tolist()]
+
+
+def _noisy_scalar(obj: Any, raw: int, m: Measure) -> Any:
+    """One noisy value of an ungrouped aggregate, as :func:`_noisy` computes it (the same
+    clamp, the same mechanism) with the mechanism's exact scalar release."""
+    limit = _MAX_UNITS * obj.step
+    v = min(max(Fraction(raw) * m.value_scale, -limit), limit)
+    if obj.grid is None:  # integers released as integers
+        return int(obj.release(int(v)))
+    out = obj.release(v)  # a Fraction on the grid
+    return int(out) if m.integral else Fraction(out)
 
 
 def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, m: Measure,

@@ -57,15 +57,22 @@ def _literal_sql(value: Any) -> str:
     return repr(value)
 
 
+#: the field names of each expression class, in order (see Expr.children)
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 class Expr:
     """Base of all expression values (each subclass is a frozen dataclass)."""
 
     __slots__ = ()
 
     def children(self) -> tuple[Expr, ...]:
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:  # once per class: dataclasses.fields is slow on hot walks
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))  # type: ignore[arg-type]
         out: list[Expr] = []
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
+        for name in names:
+            v = getattr(self, name)
             if isinstance(v, Expr):
                 out.append(v)
             elif isinstance(v, tuple):

@@ -75,6 +75,8 @@ class NoisyAnswer:
         self._h: dict[tuple[int, float], Fraction] = {}
         #: post-processing: counts (and their intervals) clamped at 0
         self.nonnegative = False
+        #: how many rows the last :meth:`columns` kept (after HAVING, OFFSET and LIMIT)
+        self._shown = 0
 
     # -- one aggregate ----------------------------------------------------------------
     def h(self, measure: int, alpha: float) -> Fraction:
@@ -208,6 +210,18 @@ class NoisyAnswer:
     # -- the table --------------------------------------------------------------------
     def rows(self) -> tuple[list[str], list[list[Any]], list[bool]]:
         """Column names, rows, and which outputs are noisy (they get ``_low``/``_high``)."""
+        names, columns, noisy = self.columns()
+        return names, self.transpose(columns), noisy
+
+    def transpose(self, columns: list[list[Any]]) -> list[list[Any]]:
+        """The rows of :meth:`columns`' table (one list per row: few allocations, as a
+        release may have many groups)."""
+        if not columns:
+            return [[] for _ in range(self._shown)]
+        return [list(r) for r in zip(*columns, strict=True)]
+
+    def columns(self) -> tuple[list[str], list[list[Any]], list[bool]]:
+        """Column names, the table column by column, and which outputs are noisy."""
         plan = self.plan
         outputs = plan.outputs
         noisy = [bool(o.expr.aggregates()) for o in outputs]
@@ -232,10 +246,8 @@ class NoisyAnswer:
         columns: list[list[Any]] = []
         for o, n in zip(outputs, noisy, strict=True):
             columns += self._column(o.expr, n, groups)
-        # column-major, then one list per row (few allocations: a release may have many groups)
-        table = [list(r) for r in zip(*columns, strict=True)] if columns else \
-            [[] for _ in groups]
-        return names, table, noisy
+        self._shown = len(groups)
+        return names, columns, noisy
 
     def _column(self, e: Expr, noisy: bool, groups: list[int]) -> list[list[Any]]:
         """The columns ``[values]`` or ``[values, lows, highs]`` of one output, for every

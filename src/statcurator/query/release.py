@@ -88,8 +88,9 @@ class Release:
     def build(cls, bound: BoundQuery, noisy: NoisyAnswer,
               provenance: dict[str, Any] | None = None) -> Release:
         """Assemble the release from the noisy answer (post-processing only)."""
-        names, rows, noisy_flags = noisy.rows()
-        types = _types(names, rows)
+        names, columns, noisy_flags = noisy.columns()
+        types = [_column_type(c) for c in columns]
+        rows = noisy.transpose(columns)
         cq = bound.compiled
         by_agg = {a.agg: a for a in cq.atoms}
         mechanisms: dict[str, list[dict[str, Any]]] = {}
@@ -269,24 +270,21 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _types(names: list[str], rows: list[list[Any]]) -> list[str]:
-    """The Arrow type of each released column, from the Python types of its values (one
-    pass per column: a release may have many groups)."""
-    out = []
-    for j, _name in enumerate(names):
-        vals = [r[j] for r in rows if r[j] is not None]
-        kinds = {_kind(t) for t in {type(v) for v in vals}}  # a value's kind is its type's
-        if not vals or kinds == {float}:
-            out.append("double")
-        elif kinds == {bool}:
-            out.append("bool")
-        elif kinds == {int}:
-            out.append("int64" if min(vals) >= -(2**63) and max(vals) < 2**63 else "double")
-        elif kinds <= {int, float}:
-            out.append("double")
-        else:  # strings, or a mixture (keys of CASE branches of several types)
-            out.append("string")
-    return out
+def _column_type(column: list[Any]) -> str:
+    """The Arrow type of one released column, from the Python types of its values."""
+    found = {type(v) for v in column}
+    found.discard(type(None))
+    kinds = {_kind(t) for t in found}  # a value's kind is its type's
+    if not kinds or kinds == {float}:
+        return "double"
+    if kinds == {bool}:
+        return "bool"
+    if kinds == {int}:
+        vals = [v for v in column if v is not None]
+        return "int64" if min(vals) >= -(2**63) and max(vals) < 2**63 else "double"
+    if kinds <= {int, float}:
+        return "double"
+    return "string"  # strings, or a mixture (keys of CASE branches of several types)
 
 
 def _kind(cls: type) -> type:
