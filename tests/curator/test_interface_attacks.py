@@ -175,13 +175,16 @@ def release_times(cur_a: Curator, cur_b: Curator, sql: str, runs: int) -> tuple[
 
 
 MATERIAL = float(np.log(1.10))  # a time dependence smaller than 10% is below this test's claim
+#: pairs of releases per timing test: at 150 the 0.3x control reached only p = 2.5e-5 once,
+#: with two test suites sharing the 2 cores (a release of ~1 ms, a leak of 0.5 ms)
+PAIRS = 300
 
 
 def timing_dependence(ta: list, tb: list) -> tuple[float, float]:
     """Wilcoxon's signed-rank p-value on the pairs' log-time differences, and the size of the
     dependence (the Hodges–Lehmann estimate: the median of the pairwise Walsh averages). Two
     curator instances differ by a few per cent in time whatever their data (allocation,
-    connection state), which 150 pairs can resolve; so a dependence counts only when it is
+    connection state), which a few hundred pairs resolve; so a dependence counts only when it is
     both significant and material (≥ 10%)."""
     d = np.log(ta) - np.log(tb)
     walsh = (d[:, None] + d[None, :]) / 2
@@ -192,7 +195,7 @@ def timing_dependence(ta: list, tb: list) -> tuple[float, float]:
 @pytest.mark.parametrize("sql", [COUNT_SQL, "SELECT SUM(x) AS s, AVG(x) AS a FROM t "
                                             "WHERE secret = 1"])
 def test_release_time_does_not_depend_on_the_secret(sql):
-    """Neighbouring datasets (one row's secret differs): 150 pairs of releases, the two of a
+    """Neighbouring datasets (one row's secret differs): 300 pairs of releases, the two of a
     pair taken back to back (so that the machine's load hits both alike), and Wilcoxon's
     signed-rank test on the pairs' log-time differences finds no material (≥ 10%) dependence
     at α = 1e-6; the same test detects a dependence of 2× and of 0.3× a release's time (the
@@ -203,7 +206,7 @@ def test_release_time_does_not_depend_on_the_secret(sql):
     other = bits.copy()
     other[0] = 1 - other[0]
     a, b = curator(bits, Fraction(10)), curator(other, Fraction(10))
-    ta, tb = release_times(a, b, sql, 150)
+    ta, tb = release_times(a, b, sql, PAIRS)
     p, effect = timing_dependence(ta, tb)
     assert p > 1e-6 or abs(effect) < MATERIAL, (np.median(ta), np.median(tb), p, effect)
 
@@ -227,7 +230,7 @@ def test_control_a_timing_leak_is_detected_by_the_same_test(monkeypatch, share):
         return execute(plan, salt=salt)
 
     monkeypatch.setattr(leaky_cur.engine, "execute", leaky)
-    ta, tb = release_times(leaky_cur, plain_cur, COUNT_SQL, 150)
+    ta, tb = release_times(leaky_cur, plain_cur, COUNT_SQL, PAIRS)
     p, effect = timing_dependence(ta, tb)
     assert p < 1e-6 and effect > MATERIAL, (p, effect)
 

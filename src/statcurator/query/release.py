@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 
 if TYPE_CHECKING:
@@ -171,7 +173,24 @@ class Release:
                 "provenance": _jsonable(self.provenance)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=True)
+        """The release as JSON (what the ledger stores for replays). orjson writes it several
+        times faster on many groups, but writes NaN and ±∞ as null: whenever its output has
+        a null at all, the standard library writes it instead (NaN and Infinity kept).
+
+        >>> r = Release(["x"], ["double"], [[float("nan")], [1.5]], PureDP(1), {})
+        >>> r.to_json().split(', "cost"')[0]
+        '{"columns": ["x"], "types": ["double"], "rows": [[NaN], [1.5]]'
+        >>> Release.from_json(Release(["x"], ["double"], [[2.5]], PureDP(1), {}).to_json()).data
+        [[2.5]]
+        """
+        d = self.to_dict()
+        try:
+            fast = orjson.dumps(d)
+        except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
+            fast = b"null"
+        if b"null" not in fast:
+            return fast.decode("utf-8")
+        return json.dumps(d, ensure_ascii=False, allow_nan=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, replayed: bool = False) -> Release:
