@@ -175,7 +175,8 @@ class Release:
     def to_json(self) -> str:
         """The release as JSON (what the ledger stores for replays). orjson writes it several
         times faster on many groups, but writes NaN and ±∞ as null: whenever its output has
-        a null at all, the standard library writes it instead (NaN and Infinity kept).
+        more nulls than the release has NULLs, the standard library writes it instead (NaN
+        and Infinity kept).
 
         >>> r = Release(["x"], ["double"], [[float("nan")], [1.5]], PureDP(1), {})
         >>> r.to_json().split(', "cost"')[0]
@@ -187,9 +188,13 @@ class Release:
         try:
             fast = orjson.dumps(d)
         except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
-            fast = b"null"
-        if b"null" not in fast:
-            return fast.decode("utf-8")
+            fast = None
+        if fast is not None:
+            # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more
+            nones = sum(r.count(None) for r in self.data) + _nones(
+                [v for k, v in d.items() if k != "rows"])
+            if fast.count(b"null") == nones:
+                return fast.decode("utf-8")
         return json.dumps(d, ensure_ascii=False, allow_nan=True)
 
     @classmethod
@@ -287,6 +292,17 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}" if abs(v) < 1e15 else f"{v:.6e}"
     return str(v)
+
+
+def _nones(v: Any) -> int:
+    """How many None values ``v`` holds (nested lists and dicts)."""
+    if v is None:
+        return 1
+    if type(v) is dict:
+        return sum(_nones(x) for x in v.values())
+    if type(v) is list or type(v) is tuple:
+        return sum(_nones(x) for x in v)
+    return 0
 
 
 def _column_type(column: list[Any]) -> str:
