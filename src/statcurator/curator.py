@@ -46,6 +46,8 @@ import contextlib
 import dataclasses
 import threading
 import uuid
+import warnings
+import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -131,7 +133,7 @@ class Curator:
         self._version = 0
         self._cache: dict[tuple[int, str], Any] = {}
         #: (analyst, dataset) -> the ledger known to hold that grant (see _ensure_budget)
-        self._granted: dict[tuple[str, str], Any] = {}
+        self._granted: dict[tuple[str, str], weakref.ref[Any]] = {}
         self._lock = threading.Lock()
 
     # -- catalog ------------------------------------------------------------------------
@@ -177,7 +179,7 @@ class Curator:
             self.catalog.tables.pop(name, None)
             if source is not None:
                 self.engine.register(name, source)
-                self.engine.declare_types(name, meta)
+                _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
             self._version += 1
@@ -205,7 +207,7 @@ class Curator:
 
         with self._lock:
             self.engine.register(name, TableSource.from_arrow(table))
-            self.engine.declare_types(name, meta)
+            _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = None  # public: joined by DP queries, never anonymized
             self._version += 1
@@ -392,13 +394,14 @@ class Curator:
 
         if self.default_budget is None:
             return
-        if self._granted.get((analyst, dataset)) is self.ledger:
+        known = self._granted.get((analyst, dataset))
+        if known is not None and known() is self.ledger:
             return  # grants are append-only rows in this ledger: once there, always there
         try:
             self.ledger.status(analyst, dataset)
         except NoBudgetError:
             self.ledger.set_budget(analyst, dataset, self.default_budget)
-        self._granted[(analyst, dataset)] = self.ledger
+        self._granted[(analyst, dataset)] = weakref.ref(self.ledger)
 
     def _init_dataset_budget(self, dataset: str, total: PrivacyLoss | None) -> None:
         from .accounting import NoBudgetError
@@ -757,6 +760,19 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _declare_types(engine: Any, name: str, meta: TableMeta) -> None:
+    """Tell the engine a table's metadata (engines that check types ahead, like DuckDB,
+    then skip the preparation before each charge) and warn the data owner of mismatches."""
+    declare = getattr(engine, "declare_types", None)
+    if declare is None:  # an engine of another package: it validates every plan
+        return
+    wrong = declare(name, meta)
+    if wrong:
+        warnings.warn(f"the data of {name!r} does not match its metadata: " + "; ".join(wrong)
+                      + ". Each query on it is bound before its charge (slower); fix the "
+                      "metadata's types, or the data's", stacklevel=3)
+
 
 def _estimator_certificate(estimator: Any, job: Any, meta: TableMeta, dataset: str,
                            charge: Any) -> dict[str, Any]:

@@ -352,7 +352,8 @@ def test_a_query_the_data_types_cannot_run_is_refused_before_the_charge(tmp_path
     con.close()
     meta = TableMeta("visits", (Column("day", type="integer", bounds=(0, 100)),))
     cur = Curator()
-    cur.register("visits", f"{db}:visits", meta)
+    with pytest.warns(UserWarning, match="'day' is declared integer but its data is DATE"):
+        cur.register("visits", f"{db}:visits", meta)
     assert cur.engine.declare_types("visits", meta) == [
         "column 'day' is declared integer but its data is DATE"]
     cur.set_budget("alice", "visits", epsilon=1)
@@ -384,7 +385,8 @@ def test_a_table_whose_types_match_its_metadata_is_planned_once_per_statement() 
     grouped.release(epsilon=0.25)  # asked again: prepared now, planned once from here on
     assert len(cur.engine._prepared) == 1
     loose = TableMeta("t", (Column("age", type="string"), Column("w", type="integer")))
-    cur.register("t", data, loose)
+    with pytest.warns(UserWarning, match="does not match its metadata"):
+        cur.register("t", data, loose)
     assert cur.engine.declare_types("t", loose) == [
         "column 'age' is declared string but its data is INTEGER",
         "column 'w' is declared integer but its data is DOUBLE"]
@@ -392,11 +394,11 @@ def test_a_table_whose_types_match_its_metadata_is_planned_once_per_statement() 
     assert len(cur.engine._prepared) == 1
 
 
-def test_in_memory_data_is_copied_into_a_temporary_table_never_into_the_database_file(
+def test_in_memory_data_never_lands_in_a_users_database_file(
         tmp_path) -> None:
-    """Arrow data registered on an engine over a user's DuckDB *file* is copied into a
-    temporary table (faster scans): the private rows must not land in that file. Control: a
-    plain table created on the same connection is in the file."""
+    """Arrow data registered on an engine over a user's DuckDB *file* (a connection passed
+    in) is read in place, never copied: the private rows must not land in that file.
+    Control: a plain table created on the same connection is in the file."""
     import duckdb
     import pyarrow as pa
 

@@ -14,7 +14,8 @@ The ledger is the curator's memory of privacy spent. The rules it enforces:
 * **Exact.** Amounts are ``numerator/denominator`` text, summed as ``Fraction``.
 * **Tamper-evident.** Every row is chained to the previous one by SHA-256 (HMAC-SHA-256 with
   a key); the chain is verified when the ledger opens, each row a charge relies on is
-  re-hashed, and :meth:`Ledger.verify` re-derives every running total.
+  re-hashed (or found unchanged since this object checked it), and :meth:`Ledger.verify`
+  re-derives every running total.
 * **Replays are free, fresh noise never is.** A request id already charged is not charged
   again; :meth:`Ledger.replay` returns its stored answer, and an answer lost in a crash is
   never replaced by a fresh one under the same id.
@@ -646,7 +647,9 @@ class Ledger:
 
     def _state(self, analyst: str | None, dataset: str | None,
                request_id: str | None) -> dict[str, LedgerEntry]:
-        """One read; every row it returns is re-hashed (a cheap check of what we rely on)."""
+        """One read; every row it returns is re-hashed (a cheap check of what we rely on),
+        unless it equals, field for field, a row this object already checked or wrote (the
+        fields are SQLite's and PostgreSQL's typed values: text, integers and NULL)."""
         with self._lock:
             st = self._backend.state(analyst, dataset, request_id)
             head = st.get("head")

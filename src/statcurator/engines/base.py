@@ -153,10 +153,12 @@ class Engine(Protocol):
     against them without reading rows, show the statements it would run, run compiled plans
     and return exact aggregates, release resources.
 
-    ``declare_types`` is told a registered table's metadata and returns the type
-    mismatches it finds (or ``[]`` if it does not check); ``validate`` must refuse (with :class:`~statcurator.core.errors.EngineError`) any plan the
-    registered data cannot run for reasons of names and types, reading no row: the curator
-    calls it before charging, so that such a query costs nothing.
+    ``declare_types`` (optional) is told a registered table's metadata and returns the type
+    mismatches it finds (``[]`` if it does not check). ``validate`` must refuse (with
+    :class:`~statcurator.core.errors.EngineError`) any plan the registered data cannot run for
+    reasons of names and types, reading no row: the curator calls it before charging, so that
+    such a query costs nothing (an engine may skip the check for tables whose types it has
+    found to match their metadata).
     """
 
     name: str

@@ -75,8 +75,6 @@ class NoisyAnswer:
         self._h: dict[tuple[int, float], Fraction] = {}
         #: post-processing: counts (and their intervals) clamped at 0
         self.nonnegative = False
-        #: how many rows the last :meth:`columns` kept (after HAVING, OFFSET and LIMIT)
-        self._shown = 0
 
     # -- one aggregate ----------------------------------------------------------------
     def h(self, measure: int, alpha: float) -> Fraction:
@@ -211,14 +209,7 @@ class NoisyAnswer:
     def rows(self) -> tuple[list[str], list[list[Any]], list[bool]]:
         """Column names, rows, and which outputs are noisy (they get ``_low``/``_high``)."""
         names, columns, noisy = self.columns()
-        return names, self.transpose(columns), noisy
-
-    def transpose(self, columns: list[list[Any]]) -> list[list[Any]]:
-        """The rows of :meth:`columns`' table (one list per row: few allocations, as a
-        release may have many groups)."""
-        if not columns:
-            return [[] for _ in range(self._shown)]
-        return [list(r) for r in zip(*columns, strict=True)]
+        return names, transpose(columns), noisy
 
     def columns(self) -> tuple[list[str], list[list[Any]], list[bool]]:
         """Column names, the table column by column, and which outputs are noisy."""
@@ -246,7 +237,6 @@ class NoisyAnswer:
         columns: list[list[Any]] = []
         for o, n in zip(outputs, noisy, strict=True):
             columns += self._column(o.expr, n, groups)
-        self._shown = len(groups)
         return names, columns, noisy
 
     def _column(self, e: Expr, noisy: bool, groups: list[int]) -> list[list[Any]]:
@@ -276,6 +266,16 @@ class NoisyAnswer:
                 lows.append(None if iv is None else float(iv[0]))
                 highs.append(None if iv is None else float(iv[1]))
         return [values, lows, highs] if noisy else [values]
+
+
+def transpose(columns: list[list[Any]]) -> list[list[Any]]:
+    """The rows of a table given column by column (one list per row: few allocations, as a
+    release may have many groups). A released table has at least one column.
+
+    >>> transpose([["a", "b"], [1, 2]])
+    [['a', 1], ['b', 2]]
+    """
+    return [list(r) for r in zip(*columns, strict=True)]
 
 
 def _num(v: Any) -> Any:

@@ -90,9 +90,11 @@ class Release:
     def build(cls, bound: BoundQuery, noisy: NoisyAnswer,
               provenance: dict[str, Any] | None = None) -> Release:
         """Assemble the release from the noisy answer (post-processing only)."""
+        from .postprocess import transpose
+
         names, columns, noisy_flags = noisy.columns()
         types = [_column_type(c) for c in columns]
-        rows = noisy.transpose(columns)
+        rows = transpose(columns)
         cq = bound.compiled
         by_agg = {a.agg: a for a in cq.atoms}
         mechanisms: dict[str, list[dict[str, Any]]] = {}
