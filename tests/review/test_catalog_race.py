@@ -22,7 +22,7 @@ from .conftest import make_curator
 
 
 def test_a_register_during_a_release_waits_for_the_engine():
-    cur = make_curator("duckdb", pa.table({"x": [1]}), TableMeta("t", (Column("x"),)),
+    cur = make_curator("duckdb", pa.table({"x": [1]}), TableMeta("t", (Column("x", type="integer"),)),
                        budget=100)
     cur.register_public("p", pa.table({"k": [1]}))
     q = cur.sql("SELECT COUNT(*) AS n FROM t JOIN p ON t.x = p.k")

@@ -66,7 +66,7 @@ def test_partition_threshold_is_exact_and_found_quickly(monkeypatch, epsilon, m)
 
 def test_a_release_with_a_tiny_epsilon_answers(monkeypatch):
     monkeypatch.setattr(base, "dlap_tail", Budget(base.dlap_tail, 400))
-    cur = make_curator("duckdb", pa.table({"x": [1, 2, 3]}), TableMeta("t", (Column("x"),)))
+    cur = make_curator("duckdb", pa.table({"x": [1, 2, 3]}), TableMeta("t", (Column("x", type="integer"),)))
     rel = cur.sql("SELECT COUNT(*) AS n FROM t").release(epsilon=Fraction(1, 2**60),
                                                           analyst="eve")
     row = rel.rows()[0]
