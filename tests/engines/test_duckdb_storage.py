@@ -92,3 +92,16 @@ def test_a_file_read_in_place_is_typed_only_when_its_view_fixes_the_types(tmp_pa
     assert engine.declare_types("t", TableMeta("t", (Column("x", type="integer"),))) == []
     assert ("t" in engine._typed) is (kind == "csv")
     engine.close()
+
+
+def test_only_the_process_that_made_the_spill_directory_removes_it(tmp_path) -> None:
+    """A forked worker inherits the engine's exit hook; its exit must not remove the parent's
+    directory (DuckDB would recreate it without the owner-only permissions)."""
+    from statcurator.engines.duckdb import _remove_dir
+
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    _remove_dir(str(folder), os.getpid() + 1)  # as in a forked child
+    assert folder.exists()
+    _remove_dir(str(folder), os.getpid())
+    assert not folder.exists()

@@ -20,6 +20,7 @@ and DuckDB files in place, and returns exact aggregates (integer sums widen to H
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -61,7 +62,10 @@ class DuckDBEngine:
     """Run compiled plans on an embedded DuckDB connection.
 
     ``database`` is ``":memory:"`` (default) or a DuckDB file; ``threads`` limits DuckDB's
-    worker threads (None: DuckDB's default, all cores).
+    worker threads (None: DuckDB's default, all cores). On a connection it makes, the engine
+    sends what DuckDB spills under memory pressure to a directory only its user can read
+    (removed on :meth:`close` or at exit) and copies small frames into temporary tables; a
+    ``connection`` passed in keeps its owner's settings and has its frames read in place.
     """
 
     name = "duckdb"
@@ -81,7 +85,7 @@ class DuckDBEngine:
             # not to DuckDB's default ".tmp" in the working directory
             self._spill = tempfile.mkdtemp(prefix="statcurator-duckdb-")
             self.con.execute(f"SET temp_directory = {_str(self._spill)}")
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self._spill, True)
+            self._cleanup = weakref.finalize(self, _remove_dir, self._spill, os.getpid())
         if threads is not None:
             self.con.execute(f"SET threads = {int(threads)}")
         self._lock = threading.Lock()
@@ -308,6 +312,13 @@ _FITS = {
     "string": {"VARCHAR"},
     "boolean": {"BOOLEAN"},
 }
+
+
+def _remove_dir(path: str, owner: int) -> None:
+    """Remove an engine's spill directory, in the process that made it only (a forked child
+    exiting must not remove its parent's)."""
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 _UNITS = {"bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
