@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -222,6 +223,7 @@ def main() -> None:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)  # the generated table and the ledger
 
 
 if __name__ == "__main__":

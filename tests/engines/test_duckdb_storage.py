@@ -39,7 +39,9 @@ def test_an_engine_spills_only_into_its_private_directory_and_removes_it(tmp_pat
     monkeypatch.chdir(tmp_path)
     engine = DuckDBEngine(threads=1)
     spill = engine._spill
-    assert spill is not None and stat.S_IMODE(os.stat(spill).st_mode) == 0o700
+    assert spill is not None and not os.path.exists(spill)  # made only when needed
+    parent = os.stat(os.path.dirname(spill))
+    assert parent.st_uid == os.getuid() and stat.S_IMODE(parent.st_mode) == 0o700
     engine.con.execute("SET memory_limit = '24MB'")
     engine.register("p", TableSource.from_arrow(_private_strings()))
     assert "p" not in engine._copied  # too big beside a 24 MB limit: read in place
@@ -105,3 +107,18 @@ def test_only_the_process_that_made_the_spill_directory_removes_it(tmp_path) -> 
     assert folder.exists()
     _remove_dir(str(folder), os.getpid())
     assert not folder.exists()
+
+
+def test_a_parent_directory_that_is_not_private_is_not_used(tmp_path, monkeypatch) -> None:
+    """Another user could plant statcurator-<uid> in the shared temporary folder, open to
+    all: it is then not trusted, and a new private directory is made instead."""
+    from statcurator.engines.duckdb import _private_parent
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    planted = tmp_path / f"statcurator-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    os.chmod(planted, 0o777)
+    chosen = _private_parent()
+    assert chosen != str(planted) and stat.S_IMODE(os.stat(chosen).st_mode) == 0o700
+    os.chmod(planted, 0o700)  # the control: the same directory, private, is reused
+    assert _private_parent() == str(planted)

@@ -20,8 +20,10 @@ and DuckDB files in place, and returns exact aggregates (integer sums widen to H
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
@@ -83,8 +85,8 @@ class DuckDBEngine:
             # what DuckDB moves out of memory under pressure (tables, query intermediates:
             # private data) goes to a directory only this user can read, removed on close,
             # not to DuckDB's default ".tmp" in the working directory
-            self._spill = tempfile.mkdtemp(prefix="statcurator-duckdb-")
-            self.con.execute(f"SET temp_directory = {_str(self._spill)}")
+            self._spill = os.path.join(_private_parent(), f"duckdb-{uuid.uuid4().hex}")
+            self.con.execute(f"SET temp_directory = {_str(self._spill)}")  # made on first spill
             self._cleanup = weakref.finalize(self, _remove_dir, self._spill, os.getpid())
         if threads is not None:
             self.con.execute(f"SET threads = {int(threads)}")
@@ -312,6 +314,22 @@ _FITS = {
     "string": {"VARCHAR"},
     "boolean": {"BOOLEAN"},
 }
+
+
+def _private_parent() -> str:
+    """A directory only this user can enter, for the engines' spill directories (each
+    made by DuckDB inside it on its first spill, so an engine that never spills leaves
+    nothing): ``statcurator-<uid>`` in the system's temporary folder, reused when it is this
+    user's own directory with owner-only permissions, else a new private directory."""
+    uid = getattr(os, "getuid", lambda: None)()
+    if uid is not None:
+        path = os.path.join(tempfile.gettempdir(), f"statcurator-{uid}")
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and not st.st_mode & 0o077:
+            return path
+    return tempfile.mkdtemp(prefix="statcurator-")  # someone else's, or a link: not trusted
 
 
 def _remove_dir(path: str, owner: int) -> None:
