@@ -502,8 +502,7 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
             base = np.clip(ints, -_MAX_UNITS, _MAX_UNITS)
             out = obj.release(np.tile(base, (n, 1)) if vector else np.full(n, base[0]))
             return np.asarray(out).reshape(n, len(raw)).tolist()
-    limit = _MAX_UNITS * obj.step
-    vals = [min(max(Fraction(x) * m.value_scale, -limit), limit) for x in raw]
+    vals = [_clamped(obj, x, m) for x in raw]
     if vector and obj.grid is not None and not m.integral:  # see BoundQuery._mechanism
         vals = [Fraction(to_grid_units(v, obj.grid)) * obj.grid for v in vals]
     if obj.grid is None:  # integers released as integers
@@ -522,11 +521,17 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     return [[Fraction(v) for v in row] for row in out.tolist()]
 
 
+def _clamped(obj: Any, raw: int, m: Measure) -> Fraction:
+    """An exact aggregate in output units, clamped to +-2^61 grid units (see _MAX_UNITS)."""
+    limit: Fraction = _MAX_UNITS * obj.step
+    value: Fraction = Fraction(raw) * m.value_scale
+    return min(max(value, -limit), limit)
+
+
 def _noisy_scalar(obj: Any, raw: int, m: Measure) -> Any:
     """One noisy value of an ungrouped aggregate, as :func:`_noisy` computes it (the same
     clamp, the same mechanism) with the mechanism's exact scalar release."""
-    limit = _MAX_UNITS * obj.step
-    v = min(max(Fraction(raw) * m.value_scale, -limit), limit)
+    v = _clamped(obj, raw, m)
     if obj.grid is None:  # integers released as integers
         return int(obj.release(int(v)))
     out = obj.release(v)  # a Fraction on the grid

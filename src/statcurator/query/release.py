@@ -60,14 +60,12 @@ def _jsonable(v: Any) -> Any:
     t = type(v)
     if t is str or t is int or t is float or t is bool or v is None:  # most leaves: no ABC
         return v
-    if t is dict:
-        return {k: _jsonable(x) for k, x in v.items()}
-    if isinstance(v, Fraction):
-        return str(v)
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
         return [_jsonable(x) for x in v]
+    if isinstance(v, Fraction):  # last: an ABC check
+        return str(v)
     return v
 
 
