@@ -9,11 +9,13 @@ NULL).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statcurator.engines.base import result_from_rows
 from statcurator.query.expr import Col
 from statcurator.query.plan import GroupKey, Scan
-from statcurator.query.relational import EnginePlan, Term
+from statcurator.query.relational import EnginePlan, Quantized, Term
 
 
 def _plan(values: tuple, terms: int = 1) -> EnginePlan:
@@ -44,3 +46,26 @@ def test_key_sets_equal_in_python_but_not_in_sql_are_not_confused() -> None:
     the other's membership test (it did, before the cache went by identity)."""
     assert result_from_rows(_plan((1,)), ROWS, []).groups == {(1,): (8,)}
     assert result_from_rows(_plan((True,)), ROWS, []).groups == {(True,): (7,)}
+
+
+# -- centred terms from raw moments ---------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(qs=st.lists(st.integers(-(2**30), 2**30), max_size=40),
+       lq=st.integers(-(2**30), 0), uq=st.integers(0, 2**30))
+def test_centred_terms_from_raw_moments_are_the_centred_sums(qs, lq, uq) -> None:
+    """The SQL engines return COUNT(q), SUM(q) (and SUM(q*q)) for a centred term; the
+    combination is exact: the same integer as summing 2q - c (and its square) row by row."""
+    q = Quantized(Col("t", "x"), 0, lq, uq, integral=True, real=False)
+    terms = (Term("rows"), Term("centered", q), Term("centered_sq", q), Term("sum", q))
+    plan = EnginePlan(Scan("t", "t"), (), (), None, terms)
+    row = (len(qs), len(qs), sum(qs), len(qs), sum(qs), sum(x * x for x in qs), sum(qs))
+    c = lq + uq
+    assert result_from_rows(plan, [row], []).groups[()] == (
+        len(qs), sum(2 * x - c for x in qs), sum((2 * x - c) ** 2 for x in qs), sum(qs))
+
+
+def test_an_empty_group_has_null_moments_and_zero_centred_terms() -> None:
+    q = Quantized(Col("t", "x"), 0, -5, 9, integral=True, real=False)
+    plan = EnginePlan(Scan("t", "t"), (), (), None, (Term("centered", q),))
+    assert result_from_rows(plan, [(0, None)], []).groups[()] == (0,)

@@ -225,9 +225,32 @@ def row_hash(salt: str, parts: list[Any], real: list[bool] | None = None) -> str
     return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
+#: the raw moments a SQL engine returns for a centred term, in this order:
+#: ``centered`` COUNT(q), SUM(q); ``centered_sq`` COUNT(q), SUM(q), SUM(q*q)
+RAW_MOMENTS = {"centered": 2, "centered_sq": 3}
+
+
+def from_moments(kind: str, center: int, m: list[int]) -> int:
+    """A centred term from its raw moments, with exact integer algebra: with n = COUNT(q),
+    s = SUM(q) and ss = SUM(q*q), SUM(2q - c) = 2s - cn and SUM((2q - c)^2) = 4ss - 4cs +
+    c^2 n.
+
+    >>> qs, c = [0, 3, 7], 10
+    >>> m = [len(qs), sum(qs), sum(q * q for q in qs)]
+    >>> from_moments("centered", c, m[:2]) == sum(2 * q - c for q in qs)
+    True
+    >>> from_moments("centered_sq", c, m) == sum((2 * q - c) ** 2 for q in qs)
+    True
+    """
+    if kind == "centered":
+        return 2 * m[1] - center * m[0]
+    return 4 * m[2] - 4 * center * m[1] + center * center * m[0]
+
+
 def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResult:
-    """Assemble an :class:`ExactResult` from SQL result rows (keys first, then the terms;
-    histogram rows are keys, bin, count). SQL sums over no rows are NULL, i.e. 0."""
+    """Assemble an :class:`ExactResult` from SQL result rows (keys first, then the terms'
+    columns, :data:`RAW_MOMENTS` for a centred term; histogram rows are keys, bin, count).
+    SQL sums over no rows are NULL, i.e. 0."""
     nk, nt = len(plan.keys), len(plan.terms)
     checks = [(i, _key_set(v)) for i, v in enumerate(plan.key_values) if v is not None]
 
@@ -247,10 +270,14 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
                 v = r[1]
                 groups[(r[0],)] = (0 if v is None else int(v),)
     else:
+        width = [RAW_MOMENTS.get(t.kind, 1) for t in plan.terms]
         for r in rows:
             key = tuple(r[:nk])
             if not checks or keep(key):
-                groups[key] = tuple([0 if v is None else int(v) for v in r[nk:nk + nt]])
+                vals = [0 if v is None else int(v) for v in r[nk:nk + sum(width)]]
+                if len(vals) > nt:
+                    vals = _combined(plan, width, vals)
+                groups[key] = tuple(vals)
     hists = []
     for hr in hist_rows:
         h: dict[tuple, dict[int, int]] = {}
@@ -260,6 +287,18 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
                 h.setdefault(key, {})[int(r[nk])] = int(r[nk + 1])
         hists.append(h)
     return ExactResult(plan.key_names, groups, tuple(hists))
+
+
+def _combined(plan: EnginePlan, width: list[int], vals: list[int]) -> list[int]:
+    """One group's term values from its columns (raw moments combined)."""
+    out, at = [], 0
+    for t, w in zip(plan.terms, width, strict=True):
+        if w == 1:
+            out.append(vals[at])
+        else:
+            out.append(from_moments(t.kind, t.input.center, vals[at:at + w]))
+        at += w
+    return out
 
 
 def _key_set(values: tuple[Any, ...]) -> _KeySet:

@@ -13,8 +13,12 @@ DuckDB's widen to HUGEINT. The statement has the shape::
                                        k0, k1, ...) per unit <= max_groups,]
          [__sc_rnk: ROW_NUMBER() OVER (PARTITION BY __u ORDER BY md5(salt, unit, keys, q..,
                                        n..)) per unit <= max_rows]
-    SELECT k0.., COUNT(*), SUM(q0), SUM(2*q0 - c), ... FROM __sc_bnd GROUP BY k0..
+    SELECT k0.., COUNT(*), SUM(q0), COUNT(q1), SUM(q1), ... FROM __sc_bnd GROUP BY k0..
 
+A centred term (``SUM(2q - c)``, and its squares) is returned as its raw moments
+``COUNT(q)``, ``SUM(q)`` (and ``SUM(q*q)``), columns ``t<i>_0, t<i>_1, ..``, which
+:func:`~statcurator.engines.base.result_from_rows` combines with exact integer algebra:
+DuckDB aggregates raw moments about 10% faster than it computes the centred sum itself.
 and one more statement per histogram: ``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
 Every real value is clamped in double precision and rounded with ``FLOOR(x·2^k + 0.5)``,
 exact for the |x·2^k| <= 2^30 the compiler guarantees, so DuckDB, Spark and Python agree.
@@ -434,7 +438,11 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     index = {id(e): i for i, e in enumerate(nonnull)}
     index.update({id(e): i for i, e in enumerate(distinct)})
     for i, t in enumerate(plan.terms):
-        aggs.append(exp.alias_(_term(t, qname, index), f"t{i}"))
+        cols_t = _term(t, qname, index)
+        if len(cols_t) == 1:
+            aggs.append(exp.alias_(cols_t[0], f"t{i}"))
+        else:  # raw moments, combined by result_from_rows
+            aggs += [exp.alias_(c, f"t{i}_{j}") for j, c in enumerate(cols_t)]
     key_refs = [_ref(k) for k in keys]
     if not aggs:
         aggs = [exp.alias_(exp.Count(this=exp.Star()), "t_")]
@@ -465,30 +473,32 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     return with_ctes(main, share=True), hists
 
 
-def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.Expression:
+def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]
+          ) -> list[exp.Expression]:
+    """The aggregate columns of one term: one, or for the centred terms their raw moments
+    (:data:`~statcurator.engines.base.RAW_MOMENTS`, combined exactly in Python)."""
     if t.kind == "rows":
-        return exp.Count(this=exp.Star())
+        return [exp.Count(this=exp.Star())]
     if t.kind == "nonnull":
-        return exp.Sum(this=_ref(f"n{nn_index[id(t.input)]}"))
+        return [exp.Sum(this=_ref(f"n{nn_index[id(t.input)]}"))]
     if t.kind == "units":
-        return exp.Count(this=exp.Distinct(expressions=[_ref("__u")]))
+        return [exp.Count(this=exp.Distinct(expressions=[_ref("__u")]))]
     if t.kind == "distinct":
-        return exp.Count(this=exp.Distinct(expressions=[_ref(f"x{nn_index[id(t.input)]}")]))
+        return [exp.Count(this=exp.Distinct(expressions=[_ref(f"x{nn_index[id(t.input)]}")]))]
     q = _ref(qname[t.input])
-    c = _cast(_int(t.input.center), "DECIMAL(38, 0)")
     count = exp.Count(this=q.copy())
     total = exp.Sum(this=q.copy())
-    # centred sums from raw moments (exact integer algebra, one pass, no overflow:
-    # |q| <= 2^30, so q*q fits in 64 bits and the sums widen to 128)
+    # |q| <= 2^30, so q*q fits in 64 bits and the sums widen to 128: the moments are exact
     if t.kind == "valid":
-        return count
+        return [count]
     if t.kind == "sum":
-        return total
+        return [total]
     if t.kind == "distinct_sum":
-        return exp.Sum(this=exp.Distinct(expressions=[q.copy()]))
+        return [exp.Sum(this=exp.Distinct(expressions=[q.copy()]))]
     if t.kind == "centered":
-        return _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=total),
-                              expression=exp.Mul(this=c, expression=count)))
+        return [count, total]
+    if t.kind == "centered_sq":
+        return [count, total, exp.Sum(this=exp.Mul(this=q.copy(), expression=q.copy()))]
     if t.kind == "cross":
         q2 = _ref(qname[t.input2])
         c2 = _int(t.input2.center)
@@ -496,15 +506,7 @@ def _term(t: Any, qname: dict[Quantized, str], nn_index: dict[int, int]) -> exp.
                            expression=_int(t.input.center)))
         b = _paren(exp.Sub(this=exp.Mul(this=_int(2), expression=q2), expression=c2))
         # |2q - c| <= 2^30 on both sides: the product fits in 62 bits; SUM skips NULL pairs
-        return exp.Sum(this=exp.Mul(this=_cast(a, "BIGINT"), expression=b))
-    if t.kind == "centered_sq":
-        squares = exp.Sum(this=exp.Mul(this=q.copy(), expression=q.copy()))
-        return _paren(exp.Add(
-            this=exp.Sub(this=exp.Mul(this=_int(4), expression=squares),
-                         expression=exp.Mul(this=exp.Mul(this=_int(4), expression=c.copy()),
-                                            expression=total)),
-            expression=exp.Mul(this=exp.Mul(this=c.copy(), expression=c.copy()),
-                               expression=count)))
+        return [exp.Sum(this=exp.Mul(this=_cast(a, "BIGINT"), expression=b))]
     raise TypeError(f"unknown term kind {t.kind!r}")  # pragma: no cover
 
 
