@@ -667,10 +667,12 @@ class Query:
 
         Order of events: compile and bind (no data) → the cost to charge is the query
         Measurement's privacy map, checked against what was asked → refuse now if anything
-        is wrong → charge the ledger (refused: nothing touched, nothing spent) → a replayed
-        ``request_id`` returns its stored answer → the engine computes exact aggregates →
-        the Measurement's function (the same mechanisms whose cost was charged) adds the
-        noise → the answer is stored for replays and returned. A query that releases only
+        is wrong → the ledger decides the charge (refused: nothing touched, nothing spent; a
+        replayed ``request_id`` returns its stored answer) → the engine computes exact
+        aggregates while the ledger writes the debit (durable ledgers; in-memory ones write
+        first), and nothing goes further until the debit is committed → the Measurement's
+        function (the same mechanisms whose cost was charged) adds the noise → the answer
+        is stored for replays and returned. A query that releases only
         public keys (``GROUP BY`` without aggregates over declared categories) reads no data
         and costs nothing.
         """
@@ -712,17 +714,27 @@ class Query:
             cur._ensure_budget(analyst, table)
             # a query the data's types cannot run: refused uncharged
             cur.engine.validate(cq.engine_plan)
+            salt = rng.random_bytes(16).hex()
+            ran: list[Any] = []
+
+            def run() -> None:  # the engine reads the data while the debit is written
+                try:
+                    ran.append(cur.engine.execute(cq.engine_plan, salt=salt))
+                except Exception as e:  # noqa: BLE001 - raised below, once charged
+                    ran.append(e)
+
             charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
                                        query=self.query_text,
-                                       mechanism=bound.mechanism_summary())
+                                       mechanism=bound.mechanism_summary(), alongside=run)
             if charge.replayed:
                 return Release.from_json(cur.ledger.replay(analyst, rid), replayed=True)
             cert["ledger"] = {"location": cur.ledger.location, "seq": charge.seq,
                               "request_id": rid, "analyst": charge.analyst,
                               "charged": str(charge.cost),
                               "at": charge.timestamp.isoformat(timespec="seconds")}
-            salt = rng.random_bytes(16).hex()
-            exact_result = cur.engine.execute(cq.engine_plan, salt=salt)
+            exact_result = ran[0] if ran else cur.engine.execute(cq.engine_plan, salt=salt)
+            if isinstance(exact_result, Exception):
+                raise exact_result
         # the query Measurement's function is the noise: the same object whose map was charged
         rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a,
                           nonnegative, cert)

@@ -144,6 +144,11 @@ class LedgerBackend(abc.ABC):
 
     #: Where the ledger lives, for messages (a path, a URL without password, ``":memory:"``).
     location: str = "?"
+    #: True when :meth:`append` waits on durable storage (an fsync, a server's round trip)
+    #: and may be called from another thread than the other methods: the ledger then writes
+    #: a charge on a second thread while the curator's engine runs (``Ledger.charge``'s
+    #: ``alongside``). False (the default) writes first, then runs the work.
+    overlaps_appends: bool = False
 
     @abc.abstractmethod
     def state(self, analyst: str | None, dataset: str | None,

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -167,6 +168,7 @@ class Ledger:
         #: rows whose hash was checked (or that this object sealed), by position: a row read
         #: again unchanged is not hashed again (a changed one is: it no longer equals this)
         self._checked: dict[int, LedgerEntry] = {}
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
         try:
             self._opened = self._open(anchor)
         except BaseException:
@@ -324,7 +326,7 @@ class Ledger:
 
     # -- charging -----------------------------------------------------------------------------
     def charge(self, analyst: str, dataset: str, cost: Amount, *, request_id: str, query: str,
-               mechanism: str) -> Charge:
+               mechanism: str, alongside: Callable[[], object] | None = None) -> Charge:
         """Spend ``cost`` from the grant of ``analyst`` on ``dataset`` and from the dataset's
         dataset-wide budget, recording the charge.
 
@@ -338,6 +340,16 @@ class Ledger:
         not charged again: the stored charge comes back with ``replayed=True`` (see
         :meth:`replay` for its answer); reusing it for another dataset, query or cost is an
         error. Another analyst's ids are another namespace.
+
+        ``alongside`` (the curator's engine run) is called once, when the charge has been
+        decided (it fits and is not a replay): on a backend whose appends wait on the disk or
+        a server (:attr:`LedgerBackend.overlaps_appends`) *while* the charge is written on a
+        second thread, otherwise after it is written. ``charge`` returns when both are done,
+        so nothing the caller computed is released before the debit is durable. A refusal or
+        a replay never calls it — except when another process takes the budget between the
+        decision and the write: the charge is then decided again (and may be refused) after
+        ``alongside`` ran. An exception from ``alongside`` propagates once the write is done
+        (the charge stays recorded).
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
@@ -373,7 +385,7 @@ class Ledger:
                     "dataset_spent": d_spent, "dataset_charges": d_count}
 
         with self._lock:
-            outcome = self._write(analyst, dataset, request_id, build)
+            outcome = self._write(analyst, dataset, request_id, build, alongside)
             if isinstance(outcome, Charge):
                 return outcome
             self._pending.add((analyst, request_id))
@@ -551,6 +563,9 @@ class Ledger:
     def close(self) -> None:
         """Close the ledger (an in-memory ledger is gone). Idempotent."""
         with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is not None and pool[0] == os.getpid():
+                pool[1].shutdown()
             self._backend.close()
 
     def __enter__(self) -> Ledger:
@@ -672,11 +687,13 @@ class Ledger:
         self._checked[row.seq] = row
 
     def _write(self, analyst: str | None, dataset: str | None, request_id: str | None,
-               build: Callable[[dict[str, LedgerEntry]], Any]) -> Any:
+               build: Callable[[dict[str, LedgerEntry]], Any],
+               alongside: Callable[[], object] | None = None) -> Any:
         """Read, decide, append at ``head + 1``; when another writer took that position
         first, read again and decide again (optimistic concurrency, see ``_backend``).
         ``build`` returns the new row's fields (a dict), or anything else to append nothing;
-        returns that, or the appended row."""
+        returns that, or the appended row. ``alongside`` runs once, when a row is first
+        decided (see :meth:`charge`)."""
         deadline = time.monotonic() + self._timeout
         pause = 0.0005
         while True:
@@ -687,8 +704,9 @@ class Ledger:
                 return outcome
             row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, **outcome)
             row = _seal(row, digest(row, self._key))
+            work, alongside = alongside, None
             try:
-                self._backend.append(row)
+                self._append(row, work)
             except ChainConflict:
                 if time.monotonic() > deadline:
                     raise LedgerError(f"the ledger {self.location} stayed contended by other "
@@ -701,6 +719,35 @@ class Ledger:
             self._seen = row.seq
             self._remember(row)
             return row
+
+    def _append(self, row: LedgerEntry, work: Callable[[], object] | None) -> None:
+        """Append ``row`` and run ``work`` (if any): side by side on a backend whose
+        appends wait on I/O, else one after the other. Returns (or raises the append's
+        error) only when both are done; an error of ``work`` is raised after a successful
+        append."""
+        if work is None:
+            self._backend.append(row)
+            return
+        if not self._backend.overlaps_appends:
+            self._backend.append(row)
+            work()
+            return
+        pending = self._writer().submit(self._backend.append, row)
+        try:
+            work()
+        finally:
+            failed = pending.exception()  # waits: the write is finished either way
+        if failed is not None:
+            raise failed
+
+    def _writer(self) -> ThreadPoolExecutor:
+        """The thread that writes a charge while the caller's work runs (one per process:
+        threads do not survive fork())."""
+        pool = self._pool
+        if pool is None or pool[0] != os.getpid():
+            pool = self._pool = (os.getpid(), ThreadPoolExecutor(
+                1, thread_name_prefix="statcurator-ledger"))
+        return pool[1]
 
     def _budget(self, scope: str, row: LedgerEntry | None, analyst: str | None,
                 dataset: str) -> _Budget:

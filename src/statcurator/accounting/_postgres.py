@@ -203,6 +203,9 @@ class PostgresBackend(LedgerBackend):
         rows = self._run(sql, {"a": analyst, "d": dataset, "r": request_id})
         return {str(tag): LedgerEntry(*row) for tag, *row in rows}
 
+    #: an append is a round trip to the server (and its commit): it runs beside the engine
+    overlaps_appends = True
+
     def append(self, entry: LedgerEntry) -> None:
         placeholders = ", ".join(["%s"] * len(COLUMNS))
         self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())

@@ -273,6 +273,11 @@ class SQLiteBackend(LedgerBackend):
         return {str(tag): LedgerEntry(*row)  # type: ignore[arg-type]
                 for tag, *row in self._rows(_STATE, (analyst, dataset, request_id))}
 
+    @property
+    def overlaps_appends(self) -> bool:  # type: ignore[override]
+        """A file's appends wait on fsync (the connection is shared across threads)."""
+        return self._path is not None
+
     def append(self, entry: LedgerEntry) -> None:
         conn = self._connection()
         # An answer is written without waiting for the disk (synchronous=NORMAL): losing it
