@@ -69,3 +69,14 @@ def test_an_empty_group_has_null_moments_and_zero_centred_terms() -> None:
     q = Quantized(Col("t", "x"), 0, -5, 9, integral=True, real=False)
     plan = EnginePlan(Scan("t", "t"), (), (), None, (Term("centered", q),))
     assert result_from_rows(plan, [(0, None)], []).groups[()] == (0,)
+
+
+def test_a_lone_centred_term_by_a_text_key_is_combined_not_read_as_one_column() -> None:
+    """One key of text and one term is the fast path's shape; a centred term there still
+    arrives as two moments (COUNT, SUM) and must be combined, not read as its count."""
+    q = Quantized(Col("t", "x"), 0, 0, 10, integral=True, real=False)
+    plan = EnginePlan(Scan("t", "t"), (GroupKey("k", Col("t", "k")),), (("a", "b"),), None,
+                      (Term("centered", q),))
+    rows = [("a", 3, 12), ("b", 0, None), ("c", 1, 1)]
+    assert result_from_rows(plan, rows, []).groups == {("a",): (2 * 12 - 10 * 3,),
+                                                       ("b",): (0,)}

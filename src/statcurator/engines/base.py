@@ -261,14 +261,12 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
         return True
 
     groups: dict[tuple, tuple[int, ...]] = {}
-    if nk == 1 and nt == 1 and len(checks) == 1 and checks[0][1].plain is not None:
+    if (nk == 1 and nt == 1 and plan.terms[0].kind not in RAW_MOMENTS and len(checks) == 1
+            and checks[0][1].plain is not None):
         # one key with a public set of non-numbers (the common GROUP BY category): plain
         # set membership is SQL equality there (see _KeySet)
         listed = checks[0][1].plain
-        for r in rows:
-            if r[0] in listed:
-                v = r[1]
-                groups[(r[0],)] = (0 if v is None else int(v),)
+        groups = {(k,): (0 if v is None else int(v),) for k, v in rows if k in listed}
     else:
         width = [RAW_MOMENTS.get(t.kind, 1) for t in plan.terms]
         for r in rows:

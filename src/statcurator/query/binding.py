@@ -393,7 +393,13 @@ class BoundQuery:
                 draws.append(_noisy(obj, [r[m.index] for r in rows], m, vector, n))
         answers = []
         for d in range(n):
-            idx = range(len(candidates)) if keep is None else np.flatnonzero(keep[d]).tolist()
+            if keep is None:  # every candidate key (the draws are fresh lists)
+                keys = list(candidates)
+                values = [[] if dr is None else dr[d] for dr in draws]
+                answers.append(NoisyAnswer(cq.plan, cq.atoms, keys, values, alpha,
+                                           self._halfwidth_fraction))
+                continue
+            idx = np.flatnonzero(keep[d]).tolist()
             keys = [candidates[j] for j in idx]
             values = [[] if dr is None else [dr[d][j] for j in idx] for dr in draws]
             answers.append(NoisyAnswer(cq.plan, cq.atoms, keys, values, alpha,

@@ -254,10 +254,12 @@ class NoisyAnswer:
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]
-                picked = [vals[g] for g in groups]
-                points = [float(v) for v in picked]
-                return [[v if type(v) is int else _out(v) for v in picked],
-                        [p - h for p in points], [p + h for p in points]]
+                picked = list(vals) if len(groups) == len(vals) and _in_order(groups) else [
+                    vals[g] for g in groups]
+                points = list(map(float, picked))
+                if not all(type(v) is int for v in picked):
+                    picked = [v if type(v) is int else _out(v) for v in picked]
+                return [picked, [p - h for p in points], [p + h for p in points]]
         values, lows, highs = [], [], []
         for g in groups:
             values.append(_out(self.point(e, g)))
@@ -268,6 +270,11 @@ class NoisyAnswer:
         return [values, lows, highs] if noisy else [values]
 
 
+def _in_order(groups: list[int]) -> bool:
+    """Whether ``groups`` is 0, 1, 2, ... (every group, unsorted, unfiltered)."""
+    return groups == list(range(len(groups)))
+
+
 def transpose(columns: list[list[Any]]) -> list[list[Any]]:
     """The rows of a table given column by column (one list per row: few allocations, as a
     release may have many groups). A released table has at least one column.
@@ -275,7 +282,7 @@ def transpose(columns: list[list[Any]]) -> list[list[Any]]:
     >>> transpose([["a", "b"], [1, 2]])
     [['a', 1], ['b', 2]]
     """
-    return [list(r) for r in zip(*columns, strict=True)]
+    return list(map(list, zip(*columns, strict=True)))
 
 
 def _num(v: Any) -> Any:

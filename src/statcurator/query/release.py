@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import html
 import json
+import operator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -191,7 +192,7 @@ class Release:
             fast = None
         if fast is not None:
             # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more
-            nones = sum(r.count(None) for r in self.data) + _nones(
+            nones = sum(map(_COUNT_NONE, self.data)) + _nones(
                 [v for k, v in d.items() if k != "rows"])
             if fast.count(b"null") == nones:
                 return fast.decode("utf-8")
@@ -294,6 +295,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+_COUNT_NONE = operator.methodcaller("count", None)
+
+
 def _nones(v: Any) -> int:
     """How many None values ``v`` holds (nested lists and dicts)."""
     if v is None:
@@ -307,7 +311,8 @@ def _nones(v: Any) -> int:
 
 def _column_type(column: list[Any]) -> str:
     """The Arrow type of one released column, from the Python types of its values."""
-    found = {type(v) for v in column}
+    found = set(map(type, column))
+    nulls = type(None) in found
     found.discard(type(None))
     kinds = {_kind(t) for t in found}  # a value's kind is its type's
     if not kinds or kinds == {float}:
@@ -315,7 +320,7 @@ def _column_type(column: list[Any]) -> str:
     if kinds == {bool}:
         return "bool"
     if kinds == {int}:
-        vals = [v for v in column if v is not None]
+        vals = [v for v in column if v is not None] if nulls else column
         return "int64" if min(vals) >= -(2**63) and max(vals) < 2**63 else "double"
     if kinds <= {int, float}:
         return "double"
