@@ -8,8 +8,10 @@ path::
     measurements) ──ledger.charge(cost)──▶ engine (exact aggregates) ──▶ noise ──▶ Release
 
 The cost charged is computed from the *same* compiled object whose mechanisms add the noise;
-the ledger charges before the engine runs; a refused or over-budget query touches no data
-and costs nothing; a replayed request id returns the stored answer and never fresh noise.
+the ledger decides the charge before the engine runs (the engine reads the data while a
+durable ledger writes the debit, and nothing is noised before the debit is committed); a
+refused or over-budget query touches no data and costs nothing; a replayed request id
+returns the stored answer and never fresh noise.
 
 >>> import statcurator as sc
 >>> cur = Curator()
@@ -714,25 +716,33 @@ class Query:
             cur._ensure_budget(analyst, table)
             # a query the data's types cannot run: refused uncharged
             cur.engine.validate(cq.engine_plan)
-            salt = rng.random_bytes(16).hex()
             ran: list[Any] = []
 
             def run() -> None:  # the engine reads the data while the debit is written
                 try:
+                    salt = rng.random_bytes(16).hex()
                     ran.append(cur.engine.execute(cq.engine_plan, salt=salt))
                 except Exception as e:  # noqa: BLE001 - raised below, once charged
                     ran.append(e)
 
-            charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
-                                       query=self.query_text,
-                                       mechanism=bound.mechanism_summary(), alongside=run)
+            try:
+                charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
+                                           query=self.query_text,
+                                           mechanism=bound.mechanism_summary(),
+                                           alongside=run)
+            except BaseException:
+                ran.clear()  # not charged: drop the exact answer (nothing keeps it alive)
+                raise
             if charge.replayed:
+                ran.clear()
                 return Release.from_json(cur.ledger.replay(analyst, rid), replayed=True)
             cert["ledger"] = {"location": cur.ledger.location, "seq": charge.seq,
                               "request_id": rid, "analyst": charge.analyst,
                               "charged": str(charge.cost),
                               "at": charge.timestamp.isoformat(timespec="seconds")}
-            exact_result = ran[0] if ran else cur.engine.execute(cq.engine_plan, salt=salt)
+            if not ran:  # a ledger that does not take alongside= work (a third party's)
+                run()
+            exact_result = ran.pop()
             if isinstance(exact_result, Exception):
                 raise exact_result
         # the query Measurement's function is the noise: the same object whose map was charged

@@ -163,3 +163,120 @@ def test_a_forked_child_writes_beside_its_work_on_its_own_thread(persistent_stor
     assert child.exitcode == 0
     assert [c.request_id for c in led.charges()] == ["parent", "child"]
     led.close()
+
+
+def test_after_losing_its_place_a_charge_that_still_fits_is_recorded_without_rerunning_the_work(
+        persistent_store: Store, monkeypatch):
+    """Bob takes part of the dataset-wide budget between this charge's decision and its
+    write: the write loses its place, the charge is decided again, still fits, and is
+    written — and the work (the engine run) is not run a second time."""
+    mine = persistent_store.open()
+    _funded(mine, dataset=PureDP(1))
+    other = persistent_store.open()
+    other.set_budget("bob", "adult", PureDP(1))
+    gate, seen = threading.Event(), []
+    _gated_appends(monkeypatch, mine, gate, seen)
+    calls = []
+
+    def work():
+        calls.append("work")
+        _charge(other, "bob-1", PureDP(Fraction(1, 4)), analyst="bob")
+        gate.set()
+
+    charge = _charge(mine, "r1", PureDP(Fraction(1, 2)), alongside=work)
+    assert calls == ["work"] and not charge.replayed
+    assert [(c.analyst, c.request_id) for c in mine.charges()] == [("bob", "bob-1"),
+                                                                   ("alice", "r1")]
+    assert mine.dataset_status("adult").spent == PureDP(Fraction(3, 4))
+    mine.verify()
+    mine.close()
+    other.close()
+
+
+def test_other_threads_use_the_ledger_while_the_work_runs(store: Store):
+    """The work runs without the ledger's lock: another thread reads a budget and charges
+    while it runs (the work waits for that thread; if the lock were held, neither could go
+    on and the test would time out)."""
+    led = _funded(store.open())
+    led.set_budget("bob", "adult", PureDP(1))
+    done = threading.Event()
+    out: list[object] = []
+
+    def other() -> None:
+        out.append(led.status("bob", "adult").spent)
+        out.append(_charge(led, "bob-1", analyst="bob").seq)
+        done.set()
+
+    def work() -> None:
+        threading.Thread(target=other, daemon=True).start()
+        assert done.wait(10), "another thread could not use the ledger during the work"
+
+    _charge(led, "r1", alongside=work)
+    assert out[0] == PureDP(0) and done.is_set()
+    assert sorted(c.request_id for c in led.charges()) == ["bob-1", "r1"]
+    led.verify()
+    led.close()
+
+
+def test_an_interrupt_while_waiting_for_the_row_waits_until_it_is_written():
+    """Ctrl-C (here a signal whose handler raises) during the wait for the writer thread:
+    the wait goes on until the append has finished, then the interrupt is raised — the
+    connection is never used by two threads at once."""
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    from statcurator.accounting._ledger import _settled
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        pytest.skip("signal handlers run in the main thread only")
+
+    class Interrupt(BaseException):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupt
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    pool = ThreadPoolExecutor(1)
+    try:
+        slow = pool.submit(time.sleep, 0.5)
+        threading.Timer(0.1, signal.pthread_kill,
+                        (threading.main_thread().ident, signal.SIGUSR1)).start()
+        with pytest.raises(Interrupt):
+            _settled(slow)
+        assert slow.done()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        pool.shutdown()
+
+
+LATE_THREAD = """
+import sys, threading, time
+from fractions import Fraction
+from statcurator.accounting import Ledger
+from statcurator.core.measures import PureDP
+led = Ledger(sys.argv[1])
+led.set_dataset_budget("adult", PureDP(10))
+led.set_budget("alice", "adult", PureDP(1))
+ran = []
+def late():
+    time.sleep(0.5)  # the main thread has returned: the interpreter is shutting down
+    led.charge("alice", "adult", PureDP(Fraction(1, 4)), request_id="late", query="q",
+               mechanism="m", alongside=lambda: ran.append(1))
+    print("charged", ran, flush=True)
+threading.Thread(target=late).start()
+"""
+
+
+def test_a_charge_from_a_thread_outliving_the_main_thread_still_works(tmp_path):
+    """After the main thread returns, concurrent.futures refuses new work; the ledger then
+    writes the row itself, then runs the work."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LATE_THREAD, str(tmp_path / "l.db")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "charged [1]" in done.stdout
+    with Ledger(tmp_path / "l.db") as led:
+        assert [c.request_id for c in led.charges()] == ["late"]

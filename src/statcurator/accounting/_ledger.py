@@ -30,8 +30,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -162,7 +162,7 @@ class Ledger:
             self._backend = SQLiteBackend(path, timeout=timeout)
         self._key = _resolve_key(key)
         self._timeout = float(getattr(self._backend, "timeout", 30.0))
-        self._lock = threading.RLock()
+        self._lock = _LedgerLock()
         self._pending: set[tuple[str, str]] = set()
         self._seen = 0
         #: rows whose hash was checked (or that this object sealed), by position: a row read
@@ -342,14 +342,16 @@ class Ledger:
         error. Another analyst's ids are another namespace.
 
         ``alongside`` (the curator's engine run) is called once, when the charge has been
-        decided (it fits and is not a replay): on a backend whose appends wait on the disk or
-        a server (:attr:`LedgerBackend.overlaps_appends`) *while* the charge is written on a
-        second thread, otherwise after it is written. ``charge`` returns when both are done,
-        so nothing the caller computed is released before the debit is durable. A refusal or
-        a replay never calls it — except when another process takes the budget between the
-        decision and the write: the charge is then decided again (and may be refused) after
-        ``alongside`` ran. An exception from ``alongside`` propagates once the write is done
-        (the charge stays recorded).
+        decided (it fits and is not a replay), without the ledger's lock: on a backend whose
+        appends wait on the disk or a server (:attr:`LedgerBackend.overlaps_appends`)
+        *while* the row is written on a second thread, otherwise after it is written.
+        ``charge`` returns when both are done, so nothing the caller computed is released
+        before the debit is durable. A refusal or a replay never calls it. It has run for
+        nothing when the write then fails: another process took the row's place (the charge
+        is decided again, and may be refused, without calling it again), or the write
+        failed outright (a busy or lost database: the error is raised, nothing is charged).
+        An exception from ``alongside`` propagates once the write has finished; the charge
+        is then recorded unless the write lost its place to another process.
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
@@ -716,38 +718,49 @@ class Ledger:
                 time.sleep(random.uniform(0, pause))  # noqa: S311 - back-off jitter only
                 pause = min(pause * 2, 0.05)
                 continue
-            self._seen = row.seq
+            self._seen = max(self._seen, row.seq)  # another thread may have read further
             self._remember(row)
             return row
 
     def _append(self, row: LedgerEntry, work: Callable[[], object] | None) -> None:
-        """Append ``row`` and run ``work`` (if any): side by side on a backend whose
-        appends wait on I/O, else one after the other. Returns (or raises the append's
-        error) only when both are done; an error of ``work`` is raised after a successful
-        append."""
+        """Append ``row`` and run ``work`` (if any) without the ledger's lock, so that
+        other threads' reads and writes wait only for the row, not for the work: side by
+        side on a backend whose appends wait on I/O, else one after the other. Returns (or
+        raises the append's error) only when both are done; an error of ``work`` is raised
+        once the append has finished (recorded, or lost to another writer)."""
         if work is None:
             self._backend.append(row)
             return
-        if not self._backend.overlaps_appends:
+        pending = self._submit(row) if self._backend.overlaps_appends else None
+        if pending is None:
             self._backend.append(row)
-            work()
+            with self._lock.released():
+                work()
             return
-        pending = self._writer().submit(self._backend.append, row)
+        self._lock.inflight = (os.getpid(), pending)
         try:
-            work()
+            with self._lock.released():
+                work()
         finally:
-            failed = pending.exception()  # waits: the write is finished either way
+            try:
+                failed = _settled(pending)
+            finally:
+                self._lock.inflight = None
         if failed is not None:
             raise failed
 
-    def _writer(self) -> ThreadPoolExecutor:
-        """The thread that writes a charge while the caller's work runs (one per process:
-        threads do not survive fork())."""
+    def _submit(self, row: LedgerEntry) -> Future[None] | None:
+        """The append of ``row`` on this process's writer thread (threads do not survive
+        fork()), or None once the interpreter is shutting down (``concurrent.futures``
+        then refuses new work: the caller appends itself)."""
         pool = self._pool
         if pool is None or pool[0] != os.getpid():
             pool = self._pool = (os.getpid(), ThreadPoolExecutor(
                 1, thread_name_prefix="statcurator-ledger"))
-        return pool[1]
+        try:
+            return pool[1].submit(self._backend.append, row)
+        except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+            return None
 
     def _budget(self, scope: str, row: LedgerEntry | None, analyst: str | None,
                 dataset: str) -> _Budget:
@@ -869,6 +882,65 @@ class _Budget:
                                       label=self.label)
             acc.spend(loss)  # raises, with the message and remedy of an Accountant
         return self.total_text, pack(self.kind, new), self.count + 1
+
+
+class _LedgerLock:
+    """The ledger's re-entrant lock. Entering it also waits for a charge's row that the
+    writer thread is still appending (the backend's connection is in use); the charging
+    thread runs its work with the lock :meth:`released`, so other threads wait for the row
+    only, never for the curator's engine."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._depth = 0  # changed only by the thread that holds the lock
+        #: (pid, the append in flight), set by the charging thread while its work runs
+        self.inflight: tuple[int, Future[None]] | None = None
+
+    def __enter__(self) -> _LedgerLock:
+        self._lock.acquire()
+        self._depth += 1
+        flight = self.inflight
+        if self._depth == 1 and flight is not None and flight[0] == os.getpid():
+            try:
+                _settled(flight[1])  # its outcome is the charging thread's to handle
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        self._lock.release()
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Run a block without the lock (however deeply this thread holds it)."""
+        depth = self._depth
+        for _ in range(depth):
+            self._depth -= 1
+            self._lock.release()
+        try:
+            yield
+        finally:
+            for _ in range(depth):
+                self._lock.acquire()
+                self._depth += 1
+
+
+def _settled(future: Future[None]) -> BaseException | None:
+    """The error of ``future`` (None if it succeeded), once it has finished. An interrupt
+    (Ctrl-C) while waiting does not cut the wait short — the connection must be free before
+    anyone else uses it — and is raised once the future is done."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            failed = future.exception()
+            break
+        except BaseException as e:  # noqa: BLE001 - re-raised below, after the wait
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+    return failed
 
 
 def _seal(row: LedgerEntry, hash_: str) -> LedgerEntry:

@@ -269,11 +269,13 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
         groups = {(k,): (0 if v is None else int(v),) for k, v in rows if k in listed}
     else:
         width = [RAW_MOMENTS.get(t.kind, 1) for t in plan.terms]
+        ncols = sum(width)
+        moments = ncols != nt
         for r in rows:
             key = tuple(r[:nk])
             if not checks or keep(key):
-                vals = [0 if v is None else int(v) for v in r[nk:nk + sum(width)]]
-                if len(vals) > nt:
+                vals = [0 if v is None else int(v) for v in r[nk:nk + ncols]]
+                if moments:
                     vals = _combined(plan, width, vals)
                 groups[key] = tuple(vals)
     hists = []

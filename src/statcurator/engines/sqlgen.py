@@ -15,11 +15,11 @@ DuckDB's widen to HUGEINT. The statement has the shape::
                                        n..)) per unit <= max_rows]
     SELECT k0.., COUNT(*), SUM(q0), COUNT(q1), SUM(q1), ... FROM __sc_bnd GROUP BY k0..
 
+and one more statement per histogram: ``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
 A centred term (``SUM(2q - c)``, and its squares) is returned as its raw moments
 ``COUNT(q)``, ``SUM(q)`` (and ``SUM(q*q)``), columns ``t<i>_0, t<i>_1, ..``, which
 :func:`~statcurator.engines.base.result_from_rows` combines with exact integer algebra:
 DuckDB aggregates raw moments about 10% faster than it computes the centred sum itself.
-and one more statement per histogram: ``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
 Every real value is clamped in double precision and rounded with ``FLOOR(x·2^k + 0.5)``,
 exact for the |x·2^k| <= 2^30 the compiler guarantees, so DuckDB, Spark and Python agree.
 
