@@ -25,10 +25,11 @@ from ._chain import Verification
 from ._errors import AnswerLostError, LedgerTamperedError, NoBudgetError
 from ._identity import analyst_id
 from ._ledger import KEY_ENV, Charge, Ledger
+from ._memory import MemoryBackend
 from ._sqlite import SQLiteBackend
 
 __all__ = ["Ledger", "Charge", "BudgetStatus", "Accountant", "LedgerBackend", "LedgerEntry",
-           "SQLiteBackend", "PostgresBackend", "Verification", "ENTRY_TYPES", "KEY_ENV",
+           "MemoryBackend", "SQLiteBackend", "PostgresBackend", "Verification", "ENTRY_TYPES", "KEY_ENV",
            "analyst_id", "NoBudgetError", "AnswerLostError", "LedgerTamperedError"]
 
 

@@ -57,6 +57,7 @@ from ._losses import (
     unpack,
     validate_loss,
 )
+from ._memory import MemoryBackend
 from ._sqlite import SQLiteBackend
 
 __all__ = ["Ledger", "Charge", "KEY_ENV"]
@@ -105,7 +106,8 @@ class Charge:
 class Ledger:
     """Dataset-wide budgets, per-analyst grants and the hash-chained ledger of charges.
 
-    ``Ledger()`` keeps everything in memory (tests, notebooks); ``Ledger(path)`` opens or
+    ``Ledger()`` keeps everything in this process's memory (tests, notebooks:
+    :class:`~statcurator.accounting.MemoryBackend`); ``Ledger(path)`` opens or
     creates an SQLite file (WAL mode) that several processes may share; ``backend=`` plugs in
     another :class:`~statcurator.accounting.LedgerBackend` (such as
     :class:`~statcurator.accounting.PostgresBackend`). ``key`` (text or bytes, at least 16
@@ -158,6 +160,8 @@ class Ledger:
                     f"backend must be a LedgerBackend, got {type(backend).__name__}",
                     remedy="pass SQLiteBackend(path) or leave backend out")
             self._backend = backend
+        elif path is None or str(path) == ":memory:":
+            self._backend = MemoryBackend()
         else:
             self._backend = SQLiteBackend(path, timeout=timeout)
         self._key = _resolve_key(key)
