@@ -3,10 +3,13 @@ with a control showing what it would have achieved without the hash chain."""
 
 from __future__ import annotations
 
+import json
 import os
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statcurator.accounting import Ledger, LedgerTamperedError
 from statcurator.accounting import _ledger as ledger_module
@@ -217,3 +220,33 @@ def test_verify_re_derives_the_running_totals(persistent_store: Store):
     with persistent_store.open(key=KEY) as led, \
             pytest.raises(LedgerTamperedError, match="inconsistent at row 6"):
         led.verify()
+
+
+# -- the canonical content: orjson writes the bytes json wrote ---------------------------------
+
+_TEXT = st.text(alphabet=st.characters(min_codepoint=0, blacklist_categories=("Cs",)))
+_FIELD = st.one_of(st.none(), st.integers(-(2**70), 2**70), _TEXT)
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.lists(_FIELD, max_size=20))
+def test_canonical_content_is_the_standard_librarys_json(content) -> None:
+    """Every existing ledger was hashed over ``json.dumps(..., ensure_ascii=False,
+    separators=(",", ":"))``; the faster writer must give the same bytes for any row content
+    (all control characters, non-ASCII, U+2028, integers beyond 64 bits), or old chains
+    would no longer verify."""
+    from statcurator.accounting._chain import canonical
+
+    expected = json.dumps(tuple(content), ensure_ascii=False, separators=(",", ":"))
+    assert canonical(tuple(content)) == expected.encode("utf-8")
+
+
+def test_a_row_hashes_as_it_always_has() -> None:
+    """A known answer, computed with the standard library's JSON before the change."""
+    e = LedgerEntry(7, "charge", analyst="zoë", dataset="adult", request_id="r\u2028x",
+                    kind="pure", epsilon="1/2", query='SELECT "a"\n\t\x01\x7f — ✓ 𝔸',
+                    mechanism="laplace", grant_total="pure:1/1", grant_spent="pure:1/2",
+                    grant_charges=3, dataset_total="pure:10/1", dataset_spent="pure:1/2",
+                    dataset_charges=3, at="2026-11-26T00:00:00.000000+00:00",
+                    prev_hash="ab" * 32)
+    assert digest(e, None) == "08d956662ea117d627b823c6628db91dca87bf4de051ef5ececfeb89ea5c0fb2"

@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass
 from fractions import Fraction
 
+import orjson
+
 from ..core.errors import InvalidParameterError
 from ._backend import LedgerEntry
 from ._errors import LedgerTamperedError
@@ -34,10 +36,25 @@ ZERO = "0" * 64
 FORMAT = 2
 
 
+def canonical(content: tuple[object, ...]) -> bytes:
+    r"""A row's content as canonical JSON in UTF-8: compact, non-ASCII characters as they
+    are, the standard library's escapes. orjson writes the same bytes for the text, integers
+    and NULLs of a row (tests/accounting/test_tamper.py holds the two to each other) in a
+    third of the time; anything it refuses (an integer beyond 64 bits) goes through
+    :mod:`json`.
+
+    >>> canonical((1, "genesis", None, 'a "b"\n'))
+    b'[1,"genesis",null,"a \\"b\\"\\n"]'
+    """
+    try:
+        return orjson.dumps(content)
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 def digest(entry: LedgerEntry, key: bytes | None) -> str:
     """The hash of a row: over its previous hash and its canonical content."""
-    content = json.dumps(entry.content(), ensure_ascii=False, separators=(",", ":"))
-    message = entry.prev_hash.encode("ascii", "replace") + b"\x1e" + content.encode("utf-8")
+    message = entry.prev_hash.encode("ascii", "replace") + b"\x1e" + canonical(entry.content())
     if key is None:
         return hashlib.sha256(message).hexdigest()
     return hmac.new(key, message, hashlib.sha256).hexdigest()

@@ -253,9 +253,12 @@ class BoundQuery:
         """The cost to charge — the Measurement's map —, after checking it against what was
         asked for: the same kind of loss, and within it (equal for ε; ρ can be a hair less,
         where a quantile's ε = √(2ρ_i) is rounded down). Otherwise the release refuses to
-        run: a difference is a defect."""
+        run: a difference is a defect. Checked once per bound query (its parts are fixed)."""
         from ..core.measures import kind_of
 
+        checked = self.__dict__.get("_checked_cost")
+        if checked is not None:
+            return checked  # type: ignore[no-any-return]
         cost, asked = self.cost, self.requested()
         if kind_of(cost) != kind_of(asked) or not cost.fits(asked) \
                 or (not self.zcdp and cost != asked):
@@ -263,7 +266,8 @@ class BoundQuery:
                 f"the query's measurement costs {cost}, not the {asked} asked for",
                 remedy="this is a defect of statcurator: nothing was charged or released; "
                        "report the query")
-        return self.charge_for(cost)
+        checked = self.__dict__["_checked_cost"] = self.charge_for(cost)
+        return checked
 
     def charge_for(self, cost: PrivacyLoss) -> PrivacyLoss:
         """The loss the ledger is charged for a measurement cost: the cost itself, or — with
