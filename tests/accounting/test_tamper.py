@@ -225,7 +225,8 @@ def test_verify_re_derives_the_running_totals(persistent_store: Store):
 # -- the canonical content: orjson writes the bytes json wrote ---------------------------------
 
 _TEXT = st.text(alphabet=st.characters(min_codepoint=0, blacklist_categories=("Cs",)))
-_FIELD = st.one_of(st.none(), st.integers(-(2**70), 2**70), _TEXT)
+_FIELD = st.one_of(st.none(), st.integers(-(2**70), 2**70), _TEXT, st.floats(),
+                   st.booleans())
 
 
 @settings(max_examples=300, deadline=None)
@@ -233,8 +234,9 @@ _FIELD = st.one_of(st.none(), st.integers(-(2**70), 2**70), _TEXT)
 def test_canonical_content_is_the_standard_librarys_json(content) -> None:
     """Every existing ledger was hashed over ``json.dumps(..., ensure_ascii=False,
     separators=(",", ":"))``; the faster writer must give the same bytes for any row content
-    (all control characters, non-ASCII, U+2028, integers beyond 64 bits), or old chains
-    would no longer verify."""
+    (all control characters, non-ASCII, U+2028, integers beyond 64 bits — and the floats,
+    NaN and ±∞ a tampered SQLite file can hand back where an integer belongs, which orjson
+    would write as null), or old chains would no longer verify."""
     from statcurator.accounting._chain import canonical
 
     expected = json.dumps(tuple(content), ensure_ascii=False, separators=(",", ":"))
@@ -250,3 +252,38 @@ def test_a_row_hashes_as_it_always_has() -> None:
                     dataset_charges=3, at="2026-11-26T00:00:00.000000+00:00",
                     prev_hash="ab" * 32)
     assert digest(e, None) == "08d956662ea117d627b823c6628db91dca87bf4de051ef5ececfeb89ea5c0fb2"
+
+
+@pytest.mark.parametrize("forged", ["9e999", "-9e999", "1.5"])
+def test_a_null_replaced_by_a_real_is_detected_with_a_key(tmp_path, forged) -> None:
+    """SQLite lets a REAL into an INTEGER column. A NULL running count (an answer row's)
+    rewritten to +∞, -∞ or 1.5 must break the keyed chain: orjson would write ±∞ as null,
+    the hash of the untouched row (helper-22's finding; rows of other types are hashed with
+    json, as always)."""
+    store = Store("sqlite", tmp_path)
+    with store.open(key=KEY) as led:
+        led.set_dataset_budget("adult", PureDP(10))
+        led.set_budget("alice", "adult", PureDP(1))
+        led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+                   mechanism="m")
+        led.store_answer("alice", "r1", '{"n": 1}')
+        (seq,) = [e.seq for e in led.entries() if e.type == "answer"]
+    store.drop_triggers()
+    store.sql(f"UPDATE ledger SET grant_charges = {forged} WHERE seq = ?", (seq,))
+    store.restore_triggers()
+    assert store.sql("SELECT typeof(grant_charges) FROM ledger WHERE seq = ?", (seq,)) == [
+        ("real",)]
+    with pytest.raises(LedgerTamperedError, match=f"at row {seq}"):
+        store.open(key=KEY)
+
+
+def test_a_blob_where_text_belongs_is_a_tampered_row(tmp_path) -> None:
+    """A value no ledger could have hashed (bytes in a text column) is reported as a
+    tampered row, not as a crash of the hash function."""
+    store = Store("sqlite", tmp_path)
+    _spend_all(store)
+    store.drop_triggers()
+    store.sql("UPDATE ledger SET query = X'00ff' WHERE seq = 5")
+    store.restore_triggers()
+    with pytest.raises(LedgerTamperedError, match="at row 5"):
+        store.open()

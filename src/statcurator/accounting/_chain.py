@@ -40,16 +40,20 @@ def canonical(content: tuple[object, ...]) -> bytes:
     r"""A row's content as canonical JSON in UTF-8: compact, non-ASCII characters as they
     are, the standard library's escapes. orjson writes the same bytes for the text, integers
     and NULLs of a row (tests/accounting/test_tamper.py holds the two to each other) in a
-    third of the time; anything it refuses (an integer beyond 64 bits) goes through
-    :mod:`json`.
+    third of the time; a row with any other type of value (a float read back from a tampered
+    store, say), or an integer beyond 64 bits, goes through :mod:`json`.
 
     >>> canonical((1, "genesis", None, 'a "b"\n'))
     b'[1,"genesis",null,"a \\"b\\"\\n"]'
     """
-    try:
-        return orjson.dumps(content)
-    except (orjson.JSONEncodeError, TypeError):
-        return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    if all(v is None or type(v) is str or type(v) is int for v in content):
+        try:
+            return orjson.dumps(content)
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits
+            pass
+    # anything else a tampered store may hand back (a REAL where an integer belongs: orjson
+    # would write ±inf and NaN as null, and floats unlike json) goes through json
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def digest(entry: LedgerEntry, key: bytes | None) -> str:

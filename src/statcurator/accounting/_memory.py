@@ -6,9 +6,11 @@ row of each dataset, the charge and answer rows of each (analyst, request id)), 
 reads and appends without a database in between. The ledger above it is the same — the hash
 chain, the running totals, the optimistic append at ``head + 1`` — and so are the backend's
 rules: a ``seq`` is taken once, and an (analyst, request id) has at most one charge and one
-answer (:class:`~statcurator.accounting.ChainConflict` otherwise); a row that would leave a
-gap in the numbering is refused outright (SQL would store it, and the chain's check would
-find the gap later). Nothing
+answer (:class:`~statcurator.accounting.ChainConflict` otherwise; as in SQL, rows with a NULL
+analyst or request id never collide, and the Ledger never writes one); a row that would
+leave a gap in the numbering is refused outright (SQL would store it, and the chain's check
+would find the gap later). Appends are atomic whoever shares the backend, and values come
+back as plain ``str`` and ``int``, as from a database. Nothing
 outlives the process, and a forked child cannot use it (its copy would diverge unseen).
 
 >>> b = MemoryBackend()
@@ -23,11 +25,14 @@ statcurator.accounting._backend.ChainConflict: row 1 is taken
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+import threading
 from collections import Counter
 from collections.abc import Iterator
 
-from ..core.errors import LedgerError
+from ..core.errors import InvalidParameterError, LedgerError
 from ._backend import ENTRY_TYPES, ChainConflict, LedgerBackend, LedgerEntry
 
 __all__ = ["MemoryBackend"]
@@ -37,9 +42,15 @@ class MemoryBackend(LedgerBackend):
     """Ledger rows in this process's memory (see the module docs)."""
 
     location = ":memory:"
-    timeout = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, *, timeout: float = 30.0) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+                or not math.isfinite(timeout) or timeout <= 0:
+            raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
+                                        f"{timeout!r}", remedy="pass timeout=30")
+        self.timeout = float(timeout)
+        #: appends are atomic (check and insert) whoever shares this backend
+        self._lock = threading.Lock()
         self._rows: list[LedgerEntry] = []
         self._grants: dict[tuple[str | None, str | None], LedgerEntry] = {}
         self._datasets: dict[str | None, LedgerEntry] = {}
@@ -61,6 +72,11 @@ class MemoryBackend(LedgerBackend):
 
     def state(self, analyst: str | None, dataset: str | None,
               request_id: str | None) -> dict[str, LedgerEntry]:
+        with self._lock:
+            return self._state(analyst, dataset, request_id)
+
+    def _state(self, analyst: str | None, dataset: str | None,
+               request_id: str | None) -> dict[str, LedgerEntry]:
         self._check()
         out: dict[str, LedgerEntry] = {}
         if self._rows:
@@ -81,6 +97,10 @@ class MemoryBackend(LedgerBackend):
         return out
 
     def append(self, entry: LedgerEntry) -> None:
+        with self._lock:
+            self._append(_exact(entry))
+
+    def _append(self, entry: LedgerEntry) -> None:
         self._check()
         if entry.seq <= len(self._rows):
             raise ChainConflict(f"row {entry.seq} is taken")
@@ -88,7 +108,10 @@ class MemoryBackend(LedgerBackend):
             raise LedgerError(f"row {entry.seq} would leave a gap after row {len(self._rows)}",
                               remedy="append at the head's seq + 1 (the Ledger always does)")
         key = (entry.type, entry.analyst, entry.request_id)
-        if entry.type in ("charge", "answer") and key in self._ids:
+        # SQL's unique index: rows with a NULL analyst or request id never collide
+        indexed = (entry.type in ("charge", "answer") and entry.analyst is not None
+                   and entry.request_id is not None)
+        if indexed and key in self._ids:
             raise ChainConflict(f"analyst {entry.analyst!r} already has a {entry.type} under "
                                 f"request id {entry.request_id!r}")
         self._rows.append(entry)
@@ -96,37 +119,54 @@ class MemoryBackend(LedgerBackend):
             self._grants[(entry.analyst, entry.dataset)] = entry
         if entry.type in ("dataset_budget", "charge"):
             self._datasets[entry.dataset] = entry
-        if entry.type in ("charge", "answer"):
+        if indexed:
             self._ids[key] = entry
 
     def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
                 dataset: str | None = None,
                 types: tuple[str, ...] | None = None) -> Iterator[LedgerEntry]:
-        self._check()
-        stop = len(self._rows) if upto is None else max(0, min(upto, len(self._rows)))
-        for row in self._rows[max(after, 0):stop]:
+        with self._lock:
+            self._check()
+            stop = len(self._rows) if upto is None else max(0, min(upto, len(self._rows)))
+            rows = self._rows[max(after, 0):stop]  # a snapshot: appends go on meanwhile
+        for row in rows:
             if ((analyst is None or row.analyst == analyst)
                     and (dataset is None or row.dataset == dataset)
                     and (types is None or row.type in types)):
                 yield row
 
     def latest(self, scope: str) -> list[LedgerEntry]:
-        self._check()
-        if scope == "grant":
-            return [self._grants[k] for k in sorted(self._grants, key=_text_key)]
-        return [self._datasets[k] for k in sorted(self._datasets, key=_text_key)]
+        with self._lock:
+            self._check()
+            if scope == "grant":
+                return [self._grants[k] for k in sorted(self._grants, key=_text_key)]
+            return [self._datasets[k] for k in sorted(self._datasets, key=_text_key)]
 
     def counts(self) -> dict[str, int]:
-        self._check()
-        found = Counter(row.type for row in self._rows)
+        with self._lock:
+            self._check()
+            found = Counter(row.type for row in self._rows)
         return {t: found.get(t, 0) for t in ENTRY_TYPES}
 
     def problems(self) -> list[str]:
+        self._check()
         return []
 
     def close(self) -> None:
         self._closed = True
         self._rows, self._grants, self._datasets, self._ids = [], {}, {}, {}
+
+
+def _exact(entry: LedgerEntry) -> LedgerEntry:
+    """The row with plain ``str`` and ``int`` values, as a database hands them back (a
+    ``numpy.str_`` request id, say, would otherwise come back as itself)."""
+    values = entry.values()
+    if all(v is None or type(v) is str or type(v) is int for v in values):
+        return entry
+    plain = [v if v is None or type(v) in (str, int) else
+             str(v) if isinstance(v, str) else int(v) if isinstance(v, numbers.Integral) else v
+             for v in values]
+    return LedgerEntry(*plain)  # type: ignore[arg-type]
 
 
 def _text_key(key: object) -> tuple[object, ...]:
