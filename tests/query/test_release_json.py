@@ -37,3 +37,17 @@ def test_the_stored_json_round_trips(rows) -> None:
             assert type(g) is type(w) or w is None
     # the standard library reads it too (a replay, an export)
     assert json.loads(rel.to_json(), parse_constant=float)["columns"] == rel.columns
+
+
+@pytest.mark.parametrize("mechanisms, provenance", [
+    ({"n": [{"mechanism": "laplace", "scale": float("inf")}]}, {"x": None, "y": [None, 1]}),
+    ({"n": [{"mechanism": "laplace", "threshold": None}]}, {"x": float("nan"), "y": None}),
+    ({"n": [{"mechanism": "laplace", "scale": None}]}, {"x": None, "nested": {"z": None}}),
+])
+def test_nan_and_infinity_outside_the_rows_survive_too(mechanisms, provenance) -> None:
+    """The Nones of the mechanisms and the provenance are counted as they are copied: a NaN
+    or ±∞ there (which orjson would write as null) still sends the release through json."""
+    rel = Release(["n"], ["int64"], [[1], [None]], PureDP(1), mechanisms, provenance)
+    back = json.loads(rel.to_json(), parse_constant=float)
+    assert json.dumps(back["mechanisms"]) == json.dumps(mechanisms)
+    assert json.dumps(back["provenance"]) == json.dumps(provenance)

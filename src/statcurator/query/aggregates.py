@@ -342,9 +342,13 @@ class Mean(Atom):
         return cls(agg, name, tuple(idx), q)
 
     def _range(self) -> tuple[Fraction, Fraction]:
-        q = self.quantized
-        assert q is not None
-        return q.lq * q.scale, q.uq * q.scale
+        """The declared bounds of the clamped input (computed once: the atom is frozen)."""
+        cached = self.__dict__.get("_bounds")
+        if cached is None:
+            q = self.quantized
+            assert q is not None
+            cached = self.__dict__["_bounds"] = (q.lq * q.scale, q.uq * q.scale)
+        return cached
 
     def point(self, v: Sequence[Any]) -> Any:
         lo, hi = self._range()

@@ -57,14 +57,19 @@ def loss_from_dict(d: dict[str, str]) -> PrivacyLoss:
     return PureDP(Fraction(d["epsilon"]))
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: Any, nones: list[int] | None = None) -> Any:
+    """``v`` with Fractions as text; counts the None values into ``nones[0]`` if given."""
     t = type(v)
-    if t is str or t is int or t is float or t is bool or v is None:  # most leaves: no ABC
+    if t is str or t is int or t is float or t is bool:  # most leaves: no ABC
+        return v
+    if v is None:
+        if nones is not None:
+            nones[0] += 1
         return v
     if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
+        return {k: _jsonable(x, nones) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
+        return [_jsonable(x, nones) for x in v]
     if isinstance(v, Fraction):  # last: an ABC check
         return str(v)
     return v
@@ -185,15 +190,19 @@ class Release:
         >>> Release.from_json(Release(["x"], ["double"], [[2.5]], PureDP(1), {}).to_json()).data
         [[2.5]]
         """
-        d = self.to_dict()
+        counted = [0]  # the Nones of mechanisms and provenance, counted as they are copied
+        d = {"columns": self.columns, "types": self.types, "rows": self.data,
+             "cost": loss_to_dict(self.cost), "alpha": self.alpha,
+             "mechanisms": _jsonable(self.mechanisms, counted),
+             "provenance": _jsonable(self.provenance, counted)}
         try:
             fast = orjson.dumps(d)
         except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
             fast = None
         if fast is not None:
             # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more
-            nones = sum(map(_COUNT_NONE, self.data)) + _nones(
-                [v for k, v in d.items() if k != "rows"])
+            nones = sum(map(_COUNT_NONE, self.data)) + counted[0] + _nones(
+                [self.columns, self.types, d["cost"], self.alpha])
             if fast.count(b"null") == nones:
                 return fast.decode("utf-8")
         return json.dumps(d, ensure_ascii=False, allow_nan=True)
