@@ -57,22 +57,24 @@ def loss_from_dict(d: dict[str, str]) -> PrivacyLoss:
     return PureDP(Fraction(d["epsilon"]))
 
 
-def _jsonable(v: Any, nones: list[int] | None = None) -> Any:
-    """``v`` with Fractions as text; counts the None values into ``nones[0]`` if given."""
+def _jsonable(v: Any) -> Any:
     t = type(v)
-    if t is str or t is int or t is float or t is bool:  # most leaves: no ABC
-        return v
-    if v is None:
-        if nones is not None:
-            nones[0] += 1
+    if t is str or t is int or t is float or t is bool or v is None:  # most leaves: no ABC
         return v
     if isinstance(v, dict):
-        return {k: _jsonable(x, nones) for k, x in v.items()}
+        return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_jsonable(x, nones) for x in v]
+        return [_jsonable(x) for x in v]
     if isinstance(v, Fraction):  # last: an ABC check
         return str(v)
     return v
+
+
+def _fraction_text(v: Any) -> str:
+    """orjson's hook for what it cannot write itself: a Fraction as its text."""
+    if isinstance(v, Fraction):
+        return str(v)
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
 
 
 @dataclass
@@ -190,21 +192,21 @@ class Release:
         >>> Release.from_json(Release(["x"], ["double"], [[2.5]], PureDP(1), {}).to_json()).data
         [[2.5]]
         """
-        counted = [0]  # the Nones of mechanisms and provenance, counted as they are copied
         d = {"columns": self.columns, "types": self.types, "rows": self.data,
              "cost": loss_to_dict(self.cost), "alpha": self.alpha,
-             "mechanisms": _jsonable(self.mechanisms, counted),
-             "provenance": _jsonable(self.provenance, counted)}
-        try:
-            fast = orjson.dumps(d)
+             "mechanisms": self.mechanisms, "provenance": self.provenance}
+        try:  # orjson writes Fractions as text through _fraction_text, without a copy
+            fast = orjson.dumps(d, default=_fraction_text)
         except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
             fast = None
         if fast is not None:
             # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more
-            nones = sum(map(_COUNT_NONE, self.data)) + counted[0] + _nones(
-                [self.columns, self.types, d["cost"], self.alpha])
+            nones = sum(map(_COUNT_NONE, self.data)) + _nones(
+                [self.columns, self.types, d["cost"], self.alpha, self.mechanisms,
+                 self.provenance])
             if fast.count(b"null") == nones:
                 return fast.decode("utf-8")
+        d["mechanisms"], d["provenance"] = _jsonable(self.mechanisms), _jsonable(self.provenance)
         return json.dumps(d, ensure_ascii=False, allow_nan=True)
 
     @classmethod
