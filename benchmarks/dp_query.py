@@ -21,7 +21,11 @@ Polars API 1.2 s / 1.0 s; Tumult Analytics on Spark 1.1 s / 66 s.
 ~1.5 GB) and runs the same DP plans on DuckDB reading the Parquet file in place (time and
 peak memory, in a child process) and on Spark local[2] (time; ``--no-spark`` skips it).
 
-Run: python benchmarks/dp_query.py [--rows 1000000] [--repeat 21] [--big] [--json]
+``--ledger sqlite`` charges a durable SQLite ledger (a WAL file with an fsync per charge, as a
+deployed curator does) instead of the default in-memory ledger of ``Curator()``.
+
+Run: python benchmarks/dp_query.py [--rows 1000000] [--repeat 21] [--ledger memory|sqlite]
+     [--big] [--json]
 """
 
 from __future__ import annotations
@@ -127,11 +131,26 @@ def time_pair(cur, dp_sql: str, exact_sql: str, repeat: int) -> tuple[list[float
     return t_dp, t_exact
 
 
-def small(rows: int, repeat: int) -> dict:
+def durable_curator(data, folder: str):
+    """The benchmark table on a curator with a durable SQLite ledger in ``folder``."""
+    from statcurator.core.measures import PureDP
+    from statcurator.curator import Curator
+
+    cur = Curator(ledger=str(Path(folder) / "ledger.db"), default_budget=None,
+                  dataset_budget=None)
+    cur.register("bench", data, metadata(), budget=PureDP(10**12))
+    cur.set_budget("default", "bench", PureDP(10**12))
+    return cur
+
+
+def small(rows: int, repeat: int, ledger: str = "memory") -> dict:
+    import tempfile
+
     from rich.progress import track
 
     data = make_table(rows)
-    cur = curator(data)
+    folder = tempfile.TemporaryDirectory()
+    cur = curator(data) if ledger == "memory" else durable_curator(data, folder.name)
     out = {}
     for name, (dp_sql, exact_sql) in track(list(QUERIES.items()), description="timing",
                                            transient=True):
@@ -142,6 +161,8 @@ def small(rows: int, repeat: int) -> dict:
                      "dp_best_ms": 1000 * min(t_dp), "exact_best_ms": 1000 * min(t_exact),
                      "cold_parse_compile_ms": 1000 * compile_s}
         out[name]["ratio"] = out[name]["dp_ms"] / out[name]["exact_ms"]
+    cur.close()
+    folder.cleanup()
     return out
 
 
@@ -238,6 +259,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=21)
+    ap.add_argument("--ledger", choices=["memory", "sqlite"], default="memory",
+                    help="the curator's ledger: in memory (Curator()'s default) or a durable "
+                         "SQLite file")
     ap.add_argument("--big", action="store_true", help="also 100M rows from Parquet")
     ap.add_argument("--big-rows", type=int, default=100_000_000)
     ap.add_argument("--big-repeat", type=int, default=3)
@@ -249,7 +273,8 @@ def main() -> None:
         child(args.child[0], args.child[1], args.repeat)
         return
 
-    results = {"rows": args.rows, "small": small(args.rows, args.repeat)}
+    results = {"rows": args.rows, "ledger": args.ledger,
+               "small": small(args.rows, args.repeat, args.ledger)}
     if args.big:
         path = DATA_DIR / f"bench_{args.big_rows}.parquet"
         if not path.exists():
@@ -268,7 +293,8 @@ def main() -> None:
 
 
 def report(r: dict) -> None:
-    print(f"DP queries vs exact DuckDB on {r['rows']:,} rows (warm medians, interleaved runs)")
+    print(f"DP queries vs exact DuckDB on {r['rows']:,} rows (warm medians, interleaved runs; "
+          f"ledger: {r.get('ledger', 'memory')})")
     print(f"{'query':<44}{'DP (ms)':>10}{'DuckDB (ms)':>13}{'ratio':>8}  target <= 1.3x")
     for name, v in r["small"].items():
         ok = "(usual spelling)" if name in NOT_TARGETS else \
