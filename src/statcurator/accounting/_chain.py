@@ -36,6 +36,10 @@ ZERO = "0" * 64
 FORMAT = 2
 
 
+#: the types orjson writes exactly as json does (exact types: not bool, not float, no subclass)
+_PLAIN = frozenset({str, int, type(None)})
+
+
 def canonical(content: tuple[object, ...]) -> bytes:
     r"""A row's content as canonical JSON in UTF-8: compact, non-ASCII characters as they
     are, the standard library's escapes. orjson writes the same bytes for the text, integers
@@ -46,7 +50,7 @@ def canonical(content: tuple[object, ...]) -> bytes:
     >>> canonical((1, "genesis", None, 'a "b"\n'))
     b'[1,"genesis",null,"a \\"b\\"\\n"]'
     """
-    if all(v is None or type(v) is str or type(v) is int for v in content):
+    if _PLAIN.issuperset(map(type, content)):
         try:
             return orjson.dumps(content)
         except orjson.JSONEncodeError:  # an integer beyond 64 bits

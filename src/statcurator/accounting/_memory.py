@@ -157,11 +157,14 @@ class MemoryBackend(LedgerBackend):
         self._rows, self._grants, self._datasets, self._ids = [], {}, {}, {}
 
 
+_PLAIN = frozenset({str, int, type(None)})
+
+
 def _exact(entry: LedgerEntry) -> LedgerEntry:
     """The row with plain ``str`` and ``int`` values, as a database hands them back (a
     ``numpy.str_`` request id, say, would otherwise come back as itself)."""
     values = entry.values()
-    if all(v is None or type(v) is str or type(v) is int for v in values):
+    if _PLAIN.issuperset(map(type, values)):
         return entry
     plain = [v if v is None or type(v) in (str, int) else
              str(v) if isinstance(v, str) else int(v) if isinstance(v, numbers.Integral) else v
