@@ -97,6 +97,18 @@ class Store:
                 if statement.startswith("CREATE TRIGGER"):
                     self.sql(statement)
 
+    def rewrite(self, *statements: str | tuple[str, tuple[object, ...]]) -> None:
+        """Change rows behind the ledger's back, as an attacker with write access to the
+        store would: drop the append-only triggers, run ``statements`` (text, or (text,
+        parameters)), and put the triggers back."""
+        self.drop_triggers()
+        for statement in statements:
+            if isinstance(statement, tuple):
+                self.sql(*statement)
+            else:
+                self.sql(statement)
+        self.restore_triggers()
+
     def spent(self, dataset: str = "adult") -> Fraction:
         """What the rows say was charged, summed here independently of the ledger's code."""
         rows = self.sql("SELECT epsilon FROM ledger WHERE type = 'charge' AND dataset = ?",

@@ -48,10 +48,8 @@ def test_a_refund_by_rewriting_the_last_charge_is_detected(persistent_store: Sto
     """Drop the triggers, rewrite alice's running total to 'nothing spent', put the
     triggers back: the refund works on a ledger that trusts its rows, and is caught here."""
     _spend_all(persistent_store)
-    persistent_store.drop_triggers()
-    persistent_store.sql("UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0, "
-                         "dataset_spent = 'pure:0/1' WHERE seq = 5")
-    persistent_store.restore_triggers()
+    persistent_store.rewrite("UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0, "
+                             "dataset_spent = 'pure:0/1' WHERE seq = 5")
     with pytest.raises(LedgerTamperedError, match="at row 5") as info:
         persistent_store.open()
     assert info.value.row == 5 and "restored from a trusted backup" in str(info.value)
@@ -71,10 +69,8 @@ def test_a_row_rewritten_under_an_open_ledger_is_detected(persistent_store: Stor
     _spend_all(persistent_store)
     with persistent_store.open() as led:
         assert led.status("alice", "adult").remaining == PureDP(0)  # row 5 read and checked
-        persistent_store.drop_triggers()
-        persistent_store.sql("UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0, "
-                             "dataset_spent = 'pure:0/1' WHERE seq = 5")
-        persistent_store.restore_triggers()
+        persistent_store.rewrite("UPDATE ledger SET grant_spent = 'pure:0/1', "
+                                 "grant_charges = 0, dataset_spent = 'pure:0/1' WHERE seq = 5")
         with pytest.raises(LedgerTamperedError, match="at row 5"):
             led.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
     _unverified(monkeypatch)
@@ -84,9 +80,7 @@ def test_a_row_rewritten_under_an_open_ledger_is_detected(persistent_store: Stor
 
 def test_a_deleted_row_is_detected(persistent_store: Store, monkeypatch):
     _spend_all(persistent_store)
-    persistent_store.drop_triggers()
-    persistent_store.sql("DELETE FROM ledger WHERE seq = 4")
-    persistent_store.restore_triggers()
+    persistent_store.rewrite("DELETE FROM ledger WHERE seq = 4")
     with pytest.raises(LedgerTamperedError, match="row 4 is missing"):
         persistent_store.open()
     _unverified(monkeypatch)
@@ -107,9 +101,7 @@ def test_deleting_the_newest_rows_is_detected_in_sqlite(tmp_path):
     anchor test below)."""
     store = Store("sqlite", tmp_path)
     _spend_all(store)
-    store.drop_triggers()
-    store.sql("DELETE FROM ledger WHERE seq = 5")
-    store.restore_triggers()
+    store.rewrite("DELETE FROM ledger WHERE seq = 5")
     with pytest.raises(LedgerTamperedError, match="newest rows were deleted"):
         store.open()
     store.sql("UPDATE sqlite_sequence SET seq = 4 WHERE name = 'ledger'")
@@ -268,9 +260,7 @@ def test_a_null_replaced_by_a_real_is_detected_with_a_key(tmp_path, forged) -> N
                    mechanism="m")
         led.store_answer("alice", "r1", '{"n": 1}')
         (seq,) = [e.seq for e in led.entries() if e.type == "answer"]
-    store.drop_triggers()
-    store.sql(f"UPDATE ledger SET grant_charges = {forged} WHERE seq = ?", (seq,))
-    store.restore_triggers()
+    store.rewrite((f"UPDATE ledger SET grant_charges = {forged} WHERE seq = ?", (seq,)))
     assert store.sql("SELECT typeof(grant_charges) FROM ledger WHERE seq = ?", (seq,)) == [
         ("real",)]
     with pytest.raises(LedgerTamperedError, match=f"at row {seq}"):
@@ -282,8 +272,6 @@ def test_a_blob_where_text_belongs_is_a_tampered_row(tmp_path) -> None:
     tampered row, not as a crash of the hash function."""
     store = Store("sqlite", tmp_path)
     _spend_all(store)
-    store.drop_triggers()
-    store.sql("UPDATE ledger SET query = X'00ff' WHERE seq = 5")
-    store.restore_triggers()
+    store.rewrite("UPDATE ledger SET query = X'00ff' WHERE seq = 5")
     with pytest.raises(LedgerTamperedError, match="at row 5"):
         store.open()
