@@ -25,12 +25,15 @@ True
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from operator import attrgetter
 
+from ..core.errors import InvalidParameterError
+
 __all__ = ["LedgerBackend", "LedgerEntry", "ChainConflict", "ENTRY_TYPES", "COLUMNS",
-           "entry_filter"]
+           "entry_filter", "check_timeout", "PLAIN_TYPES"]
 
 #: The kinds of rows, in the order a ledger usually grows.
 ENTRY_TYPES = ("genesis", "dataset_budget", "grant", "charge", "answer")
@@ -125,6 +128,23 @@ def entry_filter(mark: str, *, after: int, upto: int | None, analyst: str | None
         where.append(f"type IN ({', '.join([mark] * len(types))})")
         params.extend(types)
     return " AND ".join(where), params
+
+
+#: The exact types a store hands back for a row's values (text, integers, NULL).
+PLAIN_TYPES = frozenset({str, int, type(None)})
+
+
+def check_timeout(timeout: object) -> float:
+    """A backend's wait for a busy store, in seconds: a positive finite number.
+
+    >>> check_timeout(5)
+    5.0
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
+                                    f"{timeout!r}", remedy="pass timeout=30")
+    return float(timeout)
 
 
 class ChainConflict(Exception):

@@ -23,7 +23,7 @@ from fractions import Fraction
 import orjson
 
 from ..core.errors import InvalidParameterError
-from ._backend import LedgerEntry
+from ._backend import PLAIN_TYPES, LedgerEntry
 from ._errors import LedgerTamperedError
 from ._identity import analyst_id
 from ._losses import KINDS, convert, decode, pack, unpack
@@ -36,10 +36,6 @@ ZERO = "0" * 64
 FORMAT = 2
 
 
-#: the types orjson writes exactly as json does (exact types: not bool, not float, no subclass)
-_PLAIN = frozenset({str, int, type(None)})
-
-
 def canonical(content: tuple[object, ...]) -> bytes:
     r"""A row's content as canonical JSON in UTF-8: compact, non-ASCII characters as they
     are, the standard library's escapes. orjson writes the same bytes for the text, integers
@@ -50,7 +46,8 @@ def canonical(content: tuple[object, ...]) -> bytes:
     >>> canonical((1, "genesis", None, 'a "b"\n'))
     b'[1,"genesis",null,"a \\"b\\"\\n"]'
     """
-    if _PLAIN.issuperset(map(type, content)):
+    # orjson writes exactly these types as json does (not bool, not float, no subclass)
+    if PLAIN_TYPES.issuperset(map(type, content)):
         try:
             return orjson.dumps(content)
         except orjson.JSONEncodeError:  # an integer beyond 64 bits

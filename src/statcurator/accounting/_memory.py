@@ -25,15 +25,21 @@ statcurator.accounting._backend.ChainConflict: row 1 is taken
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
 
-from ..core.errors import InvalidParameterError, LedgerError
-from ._backend import ENTRY_TYPES, ChainConflict, LedgerBackend, LedgerEntry
+from ..core.errors import LedgerError
+from ._backend import (
+    ENTRY_TYPES,
+    PLAIN_TYPES,
+    ChainConflict,
+    LedgerBackend,
+    LedgerEntry,
+    check_timeout,
+)
 
 __all__ = ["MemoryBackend"]
 
@@ -44,11 +50,7 @@ class MemoryBackend(LedgerBackend):
     location = ":memory:"
 
     def __init__(self, *, timeout: float = 30.0) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-                or not math.isfinite(timeout) or timeout <= 0:
-            raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
-                                        f"{timeout!r}", remedy="pass timeout=30")
-        self.timeout = float(timeout)
+        self.timeout = check_timeout(timeout)
         #: appends are atomic (check and insert) whoever shares this backend
         self._lock = threading.Lock()
         self._rows: list[LedgerEntry] = []
@@ -157,16 +159,13 @@ class MemoryBackend(LedgerBackend):
         self._rows, self._grants, self._datasets, self._ids = [], {}, {}, {}
 
 
-_PLAIN = frozenset({str, int, type(None)})
-
-
 def _exact(entry: LedgerEntry) -> LedgerEntry:
     """The row with plain ``str`` and ``int`` values, as a database hands them back (a
     ``numpy.str_`` request id, say, would otherwise come back as itself)."""
     values = entry.values()
-    if _PLAIN.issuperset(map(type, values)):
+    if PLAIN_TYPES.issuperset(map(type, values)):
         return entry
-    plain = [v if v is None or type(v) in (str, int) else
+    plain = [v if type(v) in PLAIN_TYPES else
              str(v) if isinstance(v, str) else int(v) if isinstance(v, numbers.Integral) else v
              for v in values]
     return LedgerEntry(*plain)  # type: ignore[arg-type]

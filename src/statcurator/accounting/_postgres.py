@@ -21,7 +21,6 @@ those of the SQLite backend, statement for statement:
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +32,7 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
+    check_timeout,
     entry_filter,
 )
 
@@ -112,10 +112,7 @@ class PostgresBackend(LedgerBackend):
         if not isinstance(schema, str) or not schema.isidentifier():
             raise InvalidParameterError(f"schema must be a plain identifier, got {schema!r}",
                                         remedy="pass schema='statcurator'")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-                or not math.isfinite(timeout) or timeout <= 0:
-            raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
-                                        f"{timeout!r}", remedy="pass timeout=30")
+        timeout = check_timeout(timeout)
         self._psycopg = psycopg
         self._dsn = dsn
         self._schema = schema

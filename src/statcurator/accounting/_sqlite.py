@@ -17,7 +17,6 @@ Why these settings:
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import time
@@ -25,13 +24,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..core.errors import InvalidParameterError, LedgerError
+from ..core.errors import LedgerError
 from ._backend import (
     COLUMNS,
     ENTRY_TYPES,
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
+    check_timeout,
     entry_filter,
 )
 
@@ -151,10 +151,7 @@ class SQLiteBackend(LedgerBackend):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *,
                  timeout: float = 30.0) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-                or not math.isfinite(timeout) or timeout <= 0:
-            raise InvalidParameterError(f"timeout must be a positive number of seconds, got "
-                                        f"{timeout!r}", remedy="pass timeout=30")
+        timeout = check_timeout(timeout)
         memory = path is None or str(path) == ":memory:"
         self._path = None if memory else Path(path).expanduser()  # type: ignore[arg-type]
         self.location = ":memory:" if memory else str(self._path)
