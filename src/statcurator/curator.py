@@ -134,6 +134,9 @@ class Curator:
         self._data: dict[str, Any] = {}  # name -> TableSource (None: metadata only)
         self._version = 0
         self._cache: dict[tuple[int, str], Any] = {}
+        #: (version, shape key) -> _SEEN (once), _FIXED (no free constant), or what was learnt
+        #: of the shape with the query it was learnt on: see Curator.sql
+        self._shapes: dict[tuple[int, Any], Any] = {}
         #: (analyst, dataset) -> the ledger known to hold that grant (see _ensure_budget)
         self._granted: dict[tuple[str, str], weakref.ref[Any]] = {}
         self._lock = threading.Lock()
@@ -317,16 +320,56 @@ class Curator:
 
     # -- queries ------------------------------------------------------------------------
     def sql(self, text: str) -> Query:
-        """A DP query from SQL (parsed now; nothing runs until :meth:`Query.release`)."""
+        """A DP query from SQL (parsed now; nothing runs until :meth:`Query.release`).
+
+        A text asked before is the same (immutable) Query. A new text that differs from an
+        earlier one only in constants of its WHERE clause starts from that query's
+        compiled form, mechanisms and certificate, with its own constants put in place
+        (:mod:`~statcurator.query.shapes`: which constants those are is learnt the second
+        time a shape is seen, by parsing the text again with each constant changed).
+
+        >>> import statcurator as sc
+        >>> cur = Curator()
+        >>> _ = cur.register("adult", sc.datasets.adult())
+        >>> q = [cur.sql(f"SELECT COUNT(*) AS n FROM adult WHERE age > {a}") for a in (30, 31, 32)]
+        >>> q[2].compile().measures == q[1].compile().measures  # the shape's compiled form
+        True
+        >>> q[2].plan == sc.query.sql.parse_sql(q[2].text, cur.catalog)  # its own constant
+        True
+        """
         from .query.sql import parse_sql
 
-        key = (self._version, text)
+        version = self._version
+        key = (version, text)
         query = self._cache.get(key)
-        if query is None:  # a Query is immutable and caches its compiled form: share it
+        if query is not None:  # a Query is immutable and caches its compiled form: share it
+            return query
+        from .query.shapes import learn, shape_of
+
+        shape = shape_of(text)
+        skey = None if shape is None else (version, shape.key)
+        entry = None if skey is None else self._shapes.get(skey)
+        if isinstance(entry, tuple):
+            assert shape is not None
+            learnt, template = entry
+            plan = learnt.plan_for(shape)
+            if plan is not None:
+                query = Query(self, plan, text, template=(template, learnt.paths))
+        if query is None:
             query = Query(self, parse_sql(text, self.catalog), text)
-            if len(self._cache) > 256:
-                self._cache.clear()
-            self._cache[key] = query
+            if skey is not None and (entry is None or entry is _SEEN):
+                if len(self._shapes) > 256:
+                    self._shapes.clear()
+                if entry is None:
+                    self._shapes[skey] = _SEEN
+                else:  # seen before: learn which of its constants are free
+                    assert shape is not None
+                    learnt = learn(shape, text, query.plan,
+                                   lambda t: parse_sql(t, self.catalog))
+                    self._shapes[skey] = (learnt, query) if learnt.free else _FIXED
+        if len(self._cache) > 256:
+            self._cache.clear()
+        self._cache[key] = query
         return query
 
     def table(self, name: str, alias: str | None = None) -> Any:
@@ -498,6 +541,11 @@ class Curator:
                 f"ledger={getattr(self.ledger, 'location', '?')!r})")
 
 
+#: markers of Curator._shapes: a shape seen once, and a shape with no free constant
+_SEEN = object()
+_FIXED = object()
+
+
 class Query:
     """One DP query, bound to a curator. Dry runs (``cost``, ``accuracy``, ``epsilon_for``,
     ``explain``) never touch data or budget; ``release`` charges and answers.
@@ -515,7 +563,8 @@ class Query:
     True
     """
 
-    def __init__(self, curator: Curator, plan: Any, text: str | None = None) -> None:
+    def __init__(self, curator: Curator, plan: Any, text: str | None = None, *,
+                 template: tuple[Query, tuple[Any, ...]] | None = None) -> None:
         self.curator = curator
         self.plan = plan
         self.text = text
@@ -523,6 +572,10 @@ class Query:
         self._version = -1
         #: bound queries (mechanisms, cost, certificate) per budget asked, for this compilation
         self._bound: dict[Any, BoundQuery] = {}
+        #: the query of the same shape this one's plan was made from (Curator.sql), the paths
+        #: of the constants that differ, and the compiled form this one's was derived from
+        self._template, self._paths = template if template is not None else (None, ())
+        self._derived_from: Any = None
 
     @property
     def query_text(self) -> str:
@@ -534,11 +587,35 @@ class Query:
         from .query.compiler import compile_query
 
         if self._compiled is None or self._version != self.curator._version:
-            self._compiled = compile_query(self.plan, self.curator.catalog,
-                                           options=self.curator.options, text=self.query_text)
-            self._version = self.curator._version
-            self._bound = {}
+            version = self.curator._version
+            compiled = self._derived()
+            if compiled is None:
+                compiled = compile_query(self.plan, self.curator.catalog,
+                                         options=self.curator.options, text=self.query_text)
+            self._compiled, self._version, self._bound = compiled, version, {}
         return self._compiled
+
+    def _derived(self) -> Any:
+        """The compiled form of this query made from its template's (Curator.sql): the
+        template's, with this query's plan (its WHERE constants) and text; None when there
+        is no template or it does not compile (this query then compiles, or fails, alone)."""
+        from .core.errors import StatcuratorError
+
+        t = self._template
+        self._derived_from = None
+        if t is None:
+            return None
+        try:
+            tc = t.compile()
+        except StatcuratorError:
+            return None
+        from .engines import sqlgen
+
+        ep = dataclasses.replace(tc.engine_plan, relation=self.plan.relation)
+        # the SQL engines' statements: the template's, with this query's constants
+        sqlgen.link(ep, tc.engine_plan, tuple(p[1:] for p in self._paths))
+        self._derived_from = tc
+        return dataclasses.replace(tc, plan=self.plan, engine_plan=ep, text=self.query_text)
 
     def bind(self, epsilon: Any = None, delta: Any = None, *,
              weights: Mapping[str, Any] | None = None, rho: Any = None) -> BoundQuery:
@@ -550,6 +627,15 @@ class Query:
         compiled = self.compile()
         key = _bound_key(epsilon, delta, rho, weights)
         bound = self._bound.get(key) if key is not None else None
+        if bound is None and key is not None and self._derived_from is not None:
+            # the template's bound query at this budget, certified: the same mechanisms
+            t = self._template
+            assert t is not None
+            known = t._bound.get(key)
+            if known is not None and known.compiled is self._derived_from \
+                    and known.certificate is not None:
+                bound = known.derived(compiled)
+                self._keep(bound, epsilon, delta, rho, weights)
         if bound is None:
             bound = BoundQuery(compiled, epsilon, delta, weights, rho=rho)
         return bound

@@ -548,9 +548,159 @@ def _templates(plan: EnginePlan, names: tuple[tuple[str, str], ...],
     return render(main, dialect), tuple(render(h, dialect) for h in hists)
 
 
+def _texts(plan: EnginePlan, names: tuple[tuple[str, str], ...],
+           dialect: str) -> tuple[str, tuple[str, ...]]:
+    """The plan's statements with the salt token: from its base's (:func:`link`), else
+    generated (and cached)."""
+    if _LINKS:
+        linked = _linked(plan, names, dialect)
+        if linked is not None:
+            return linked
+    return _templates(plan, names, dialect)
+
+
 def clear_cache() -> None:
     """Forget the generated SQL (tests that patch the generator call it)."""
     _templates.cache_clear()
+    _LINKS.clear()
+    _FRAGMENTS.clear()
+
+
+# -- plans of a known shape: the SQL of another plan with other constants -------------------
+
+#: id(plan) -> (plan, base, paths): ``plan`` is ``base`` with other values in the literals at
+#: ``paths`` of its relation (a query of a known shape, see statcurator.query.shapes)
+_LINKS: dict[int, tuple[EnginePlan, EnginePlan, tuple[tuple[Any, ...], ...]]] = {}
+#: (id(base), paths, names, dialect) -> (base, the statements cut at those literals, or None)
+_FRAGMENTS: dict[tuple[Any, ...], tuple[EnginePlan, Any]] = {}
+_LITERALS: dict[tuple[type, Any, str], str] = {}
+
+
+def link(plan: EnginePlan, base: EnginePlan, paths: tuple[tuple[Any, ...], ...]) -> None:
+    """Generate ``plan``'s SQL from ``base``'s, with other constants: ``plan`` is ``base``
+    with other values (of the same types) in the literals at ``paths`` of its relation.
+
+    The base's statements are generated once with a random token in each of those
+    literals and cut there; ``plan``'s are the pieces joined with its own constants. The cut
+    is used only if joining the base's own constants gives back the base's SQL exactly, and
+    ``plan`` must equal the base with its constants put in place (else ValueError).
+    """
+    rel = base.relation
+    for path in paths:
+        rel = _put_at(rel, path, _value_at(plan.relation, path))
+    if rel != plan.relation or plan != _replace(base, relation=rel):
+        raise ValueError("link(): the plan is not its base with other constants")
+    if len(_LINKS) >= 1024:
+        _LINKS.clear()
+    _LINKS[id(plan)] = (plan, base, paths)
+
+
+def _linked(plan: EnginePlan, names: tuple[tuple[str, str], ...],
+            dialect: str) -> tuple[str, tuple[str, ...]] | None:
+    hit = _LINKS.get(id(plan))
+    if hit is None or hit[0] is not plan:
+        return None
+    _, base, paths = hit
+    cut = _fragments(base, paths, names, dialect)
+    if cut is None:
+        return None
+    values = [_literal_text(_value_at(plan.relation, p), dialect) for p in paths]
+    main, hists = cut
+    return _join(main, values), tuple(_join(h, values) for h in hists)
+
+
+def _fragments(base: EnginePlan, paths: tuple[tuple[Any, ...], ...],
+               names: tuple[tuple[str, str], ...], dialect: str) -> Any:
+    key = (id(base), paths, names, dialect)
+    hit = _FRAGMENTS.get(key)
+    if hit is not None and hit[0] is base:
+        return hit[1]
+    if len(_FRAGMENTS) >= 256:
+        _FRAGMENTS.clear()
+    cut = _cut(base, paths, names, dialect)
+    _FRAGMENTS[key] = (base, cut)
+    return cut
+
+
+def _cut(base: EnginePlan, paths: tuple[tuple[Any, ...], ...],
+         names: tuple[tuple[str, str], ...], dialect: str) -> Any:
+    """The base's statements generated with a random token in each literal at ``paths``,
+    cut into (text, slot, text, slot, ..., text); None if the cut does not give the base's
+    own SQL back (a literal rendered other than alone, say)."""
+    import re
+
+    tokens = [_token(_value_at(base.relation, p)) for p in paths]
+    rel = base.relation
+    for path, tok in zip(paths, tokens, strict=True):
+        rel = _put_at(rel, path, tok)
+    main, hists = _templates(_replace(base, relation=rel), names, dialect)
+    rendered = [_literal_text(t, dialect) for t in tokens]
+    if len(set(rendered)) != len(rendered):
+        return None
+    which = {r: i for i, r in enumerate(rendered)}
+    pattern = re.compile("|".join(re.escape(r) for r in rendered))
+
+    def cut(text: str) -> tuple[Any, ...]:
+        parts: list[Any] = []
+        at = 0
+        for m in pattern.finditer(text):
+            parts += [text[at:m.start()], which[m.group()]]
+            at = m.end()
+        parts.append(text[at:])
+        return tuple(parts)
+
+    out = (cut(main), tuple(cut(h) for h in hists))
+    own = [_literal_text(_value_at(base.relation, p), dialect) for p in paths]
+    if (_join(out[0], own), tuple(_join(h, own) for h in out[1])) != _templates(base, names,
+                                                                              dialect):
+        return None
+    return out
+
+
+def _join(parts: tuple[Any, ...], values: list[str]) -> str:
+    return "".join(values[p] if type(p) is int else p for p in parts)
+
+
+def _token(value: Any) -> Any:
+    """A random constant of the type of ``value`` (no user text holds it by chance)."""
+    if isinstance(value, str):
+        return "sc" + secrets.token_hex(16)
+    if isinstance(value, int):
+        return secrets.randbits(62) | 1 << 61
+    return float(secrets.randbits(51) | 1 << 50) + 0.5
+
+
+def _literal_text(value: Any, dialect: str) -> str:
+    key = (type(value), value, dialect)
+    text = _LITERALS.get(key)
+    if text is None:
+        if len(_LITERALS) >= 4096:
+            _LITERALS.clear()
+        text = _LITERALS[key] = render(literal(value), dialect)
+    return text
+
+
+def _value_at(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
+    return obj
+
+
+def _put_at(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        items = list(obj)
+        items[step] = _put_at(items[step], rest, value)
+        return tuple(items)
+    return _replace(obj, **{step: _put_at(getattr(obj, step), rest, value)})
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
 
 
 def _check_salt(salt: str) -> None:
@@ -562,7 +712,7 @@ def plan_sql(plan: EnginePlan, salt: str, names: dict[str, str] | None = None,
              dialect: str = "duckdb") -> tuple[str, list[str]]:
     """The main statement and one statement per histogram, as SQL text in ``dialect``."""
     _check_salt(salt)
-    main, hists = _templates(plan, tuple(sorted((names or {}).items())), dialect)
+    main, hists = _texts(plan, tuple(sorted((names or {}).items())), dialect)
     return main.replace(_SALT_TOKEN, salt), [h.replace(_SALT_TOKEN, salt) for h in hists]
 
 
@@ -578,7 +728,7 @@ def plan_template(plan: EnginePlan, names: dict[str, str] | None = None,
     >>> salted, main
     (False, 'WITH __sc_src AS (SELECT 1 AS __one FROM "t" AS "t") SELECT COUNT(*) AS t_ FROM __sc_src')
     """
-    main, hists = _templates(plan, tuple(sorted((names or {}).items())), dialect)
+    main, hists = _texts(plan, tuple(sorted((names or {}).items())), dialect)
     quoted = f"'{_SALT_TOKEN}'"
     salted = _SALT_TOKEN in main or any(_SALT_TOKEN in h for h in hists)
     return main.replace(quoted, marker), [h.replace(quoted, marker) for h in hists], salted

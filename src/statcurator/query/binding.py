@@ -33,6 +33,8 @@ PureDP(epsilon=Fraction(2, 1))
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import itertools
 import math
@@ -137,6 +139,36 @@ class BoundQuery:
         self._public_candidates: list[tuple[Any, ...]] | None = None
         #: the release certificate with its re-check (the curator sets it on first release)
         self.certificate: dict[str, Any] | None = None
+
+    def derived(self, compiled: CompiledQuery) -> BoundQuery:
+        """This bound query for ``compiled``, a query of the same shape that differs only in
+        constants of its WHERE clause (:mod:`~statcurator.query.shapes`): the same measures,
+        hence the same mechanisms, cost and certificate (with the other query's text).
+        Refused with :class:`PrivacyAccountingError` if what is measured differs at all."""
+        mine = self.compiled
+        if (compiled.measures != mine.measures or compiled.atoms != mine.atoms
+                or compiled.neighbourhood != mine.neighbourhood
+                or compiled.key_sets != mine.key_sets or compiled.selection != mine.selection
+                or compiled.stability != mine.stability or compiled.policy != mine.policy
+                or compiled.notes != mine.notes
+                or compiled.engine_plan != dataclasses.replace(
+                    mine.engine_plan, relation=compiled.engine_plan.relation)):
+            raise PrivacyAccountingError(
+                "a query of a known shape was compiled to other measurements than its shape",
+                remedy="this is a defect of statcurator: nothing was charged or released; "
+                       "report the two queries")
+        new = copy.copy(self)
+        new.compiled = compiled
+        # the same privacy map (the same chains, composed); the function is new.noise, which
+        # reads new.compiled, and the name is the other query's text
+        m = self.measurement
+        new.measurement = Measurement(
+            m.input_space, m.output_measure, new.noise, m.privacy_map,
+            name=(compiled.text or compiled.plan.sql()) if self.measures else m.name)
+        if self.certificate is not None:
+            new.certificate = {**self.certificate, "query": compiled.text or compiled.plan.sql(),
+                               "plan": compiled.plan.sql()}
+        return new
 
     # -- mechanisms ---------------------------------------------------------------------
     def _mechanism(self, m: Measure) -> tuple[Any, MeasureInfo]:

@@ -1,0 +1,281 @@
+"""Query shapes: the constants of a WHERE clause as parameters of a query already compiled.
+
+An analyst, a dashboard or the console's form often asks the same query again with other
+constants in its filter (``WHERE age > 30``, then ``WHERE age > 31``). Those constants never
+reach the privacy analysis: a WHERE clause is a row-wise filter, 1-stable whatever rows it
+keeps, and the compiler reads its constants only through their types (a literal's kind is its
+Python type's), to type-check the predicate. A query that differs from an earlier one only in
+such constants of the same types therefore has the same sensitivities, mechanisms, cost and
+certificate; only the filter that runs differs. :class:`ShapeCache` lets such a query skip the
+parse, the compilation, the binding and the certificate's re-check, and start from the earlier
+query's compiled form with its constants put in place.
+
+Which constants are free is never assumed from the syntax: it is learnt the second time a
+shape is seen. A shape is the text's token stream (:func:`shape_of`) with each number and
+string literal blanked. The text is parsed again with each constant changed (a *probe*), and a
+constant is free only when every probe's plan differs from the text's plan in exactly one
+place: one literal of a WHERE predicate, holding the probed value, of the same type, with the
+notes and the structure unchanged. Every other constant — in SELECT, GROUP BY, HAVING, ORDER
+BY or LIMIT, a clamp bound, a bin edge, a negative number, a constant the front end converts
+(a quoted number compared with a numeric column, 0/1 with a boolean one: the probes include
+such values to catch it) — stays part of the shape's key: a text with another value there is
+parsed and compiled from scratch.
+
+>>> from statcurator.core.schema import Column, TableMeta
+>>> from statcurator.query.catalog import DictCatalog, TableInfo
+>>> from statcurator.query.sql import parse_sql
+>>> meta = TableMeta("t", (Column("age", type="integer", bounds=(0, 120)), Column("sex")))
+>>> cat = DictCatalog({"t": TableInfo.from_meta(meta)})
+>>> text = "SELECT SUM(age) AS s FROM t WHERE age > 17 AND sex = 'F'"
+>>> shape = shape_of(text)
+>>> [s.value for s in shape.slots]
+[17, 'F']
+>>> learnt = learn(shape, text, parse_sql(text, cat), lambda t: parse_sql(t, cat))
+>>> learnt.free
+(0, 1)
+>>> other = shape_of("SELECT SUM(age) AS s FROM t WHERE age > 40 AND sex = 'M'")
+>>> learnt.plan_for(other) == parse_sql("SELECT SUM(age) AS s FROM t WHERE age > 40 AND sex = 'M'", cat)
+True
+
+A constant of the aggregate is not free (it changes what is summed, hence the sensitivity):
+
+>>> text = "SELECT SUM(CASE WHEN age > 50 THEN 50 ELSE age END) AS s FROM t WHERE age > 17"
+>>> learn(shape_of(text), text, parse_sql(text, cat), lambda t: parse_sql(t, cat)).free
+(2,)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .expr import Lit
+from .plan import Filter, QueryPlan
+
+__all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn"]
+
+#: the number literals a slot may hold: plain decimals (no sign, exponent, underscore or hex,
+#: whose readings differ between Python and SQL dialects)
+_PLAIN_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?\Z")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Slot:
+    """One constant of a text: where it is (``start``/``end``, inclusive, quotes included)
+    and the value the SQL front end reads from it."""
+
+    start: int
+    end: int
+    value: int | float | str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Shape:
+    """A text's tokens with its constants blanked (``key``), and the constants (``slots``)."""
+
+    key: tuple[Any, ...]
+    slots: tuple[Slot, ...]
+
+
+def shape_of(text: str) -> Shape | None:
+    """The shape of ``text`` (DuckDB's tokens), or None when it does not tokenize or holds no
+    constant worth a shape.
+
+    >>> s = shape_of("SELECT COUNT(*) FROM t WHERE age > 17  -- adults")
+    >>> s.key == shape_of("SELECT COUNT(*) FROM t WHERE age > 18").key
+    True
+    >>> s.key == shape_of("select count(*) from t where age > 18").key  # keywords as written
+    False
+    >>> [x.value for x in shape_of("SELECT COUNT(*) FROM t WHERE x IN ('it''s', 2.5)").slots]
+    ["it's", 2.5]
+    """
+    from sqlglot.errors import TokenError
+    from sqlglot import TokenType
+
+    try:
+        tokens = _tokenizer().tokenize(text)
+    except (TokenError, ValueError):
+        return None
+    key: list[Any] = []
+    slots: list[Slot] = []
+    string, number = TokenType.STRING, TokenType.NUMBER
+    for t in tokens:
+        kind = t.token_type
+        if kind is string and text[t.start] == "'" and text[t.end] == "'":
+            slots.append(Slot(t.start, t.end, t.text))
+            key.append(str)
+        elif kind is number and _PLAIN_NUMBER.match(t.text):
+            value: int | float = int(t.text) if "." not in t.text else float(t.text)
+            slots.append(Slot(t.start, t.end, value))
+            key.append(type(value))
+        else:
+            key.append((kind, t.text))
+    if not slots:
+        return None
+    return Shape(tuple(key), tuple(slots))
+
+
+_TOKENIZER: Any = None
+
+
+def _tokenizer() -> Any:
+    global _TOKENIZER
+    if _TOKENIZER is None:
+        from sqlglot.dialects.duckdb import DuckDB
+
+        _TOKENIZER = DuckDB().tokenizer_class()
+    return _TOKENIZER
+
+
+def literal_text(value: int | float | str) -> str:
+    """A constant written as SQL (what a slot of that value reads back as).
+
+    >>> literal_text("it's"), literal_text(17), literal_text(2.5)
+    ("'it''s'", '17', '2.5')
+    """
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def _with(text: str, slots: tuple[Slot, ...], values: dict[int, Any]) -> str:
+    """``text`` with the slots at the given indexes holding other values."""
+    out, at = [], 0
+    for i in sorted(values):
+        s = slots[i]
+        out += [text[at:s.start], literal_text(values[i])]
+        at = s.end + 1
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _probes(value: int | float | str) -> list[int | float | str]:
+    """Other values for a slot: one ordinary, and those the front end would convert
+    (a quoted number or boolean against a numeric or boolean column, 0/1 against a boolean
+    one), so that a slot where they are converted is found not free."""
+    if isinstance(value, str):
+        return [value + "~", "1", "true"]
+    if isinstance(value, int):
+        return [value + 1_000_003, 1 if value != 1 else 0]
+    return [value + 0.5]
+
+
+def _differences(a: Any, b: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths where two plans differ (values compared with their types: 1 is not 1.0
+    or True here)."""
+    if type(a) is not type(b):
+        return [path]
+    if dataclasses.is_dataclass(a):
+        out: list[tuple[Any, ...]] = []
+        for f in dataclasses.fields(a):
+            out += _differences(getattr(a, f.name), getattr(b, f.name), path + (f.name,))
+        return out
+    if isinstance(a, tuple | list):
+        if len(a) != len(b):
+            return [path]
+        out = []
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out += _differences(x, y, path + (i,))
+        return out
+    return [] if a == b else [path]
+
+
+def _in_where(plan: QueryPlan, path: tuple[Any, ...]) -> bool:
+    """Whether ``path`` leads from the plan's relation, through a Filter's predicate, to the
+    value of a literal."""
+    if not path or path[0] != "relation" or path[-1] != "value":
+        return False
+    node: Any = plan
+    through_filter = False
+    for step in path[:-1]:
+        if isinstance(node, Filter) and step == "predicate":
+            through_filter = True
+        node = node[step] if isinstance(step, int) else getattr(node, step)
+    return through_filter and isinstance(node, Lit)
+
+
+def _put(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """``obj`` (frozen dataclasses and tuples) with ``value`` at ``path``."""
+    if not path:
+        return value
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        items = list(obj)
+        items[step] = _put(items[step], rest, value)
+        return tuple(items)
+    return dataclasses.replace(obj, **{step: _put(getattr(obj, step), rest, value)})
+
+
+@dataclasses.dataclass(frozen=True)
+class Learnt:
+    """What was learnt of a shape: its plan (from the text it was learnt on), the indexes of
+    its free slots with the path of each one's literal in the plan, and the values the other
+    slots must hold for the plan to apply."""
+
+    shape: Shape
+    plan: QueryPlan
+    free: tuple[int, ...]
+    paths: tuple[tuple[Any, ...], ...]
+
+    def plan_for(self, shape: Shape) -> QueryPlan | None:
+        """The plan of a text of this shape: this plan with the text's free constants put in
+        place, or None when a constant that is not free differs (or a free one's type)."""
+        if shape.key != self.shape.key:
+            return None
+        mine, theirs = self.shape.slots, shape.slots
+        free = set(self.free)
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            if i not in free and (type(a.value) is not type(b.value) or a.value != b.value):
+                return None
+        plan = self.plan
+        for i, path in zip(self.free, self.paths, strict=True):
+            v = theirs[i].value
+            if type(v) is not type(mine[i].value):
+                return None
+            plan = _put(plan, path, v)
+        return plan
+
+
+def learn(shape: Shape, text: str, plan: QueryPlan,
+          parse: Callable[[str], QueryPlan]) -> Learnt:
+    """Find the free slots of ``shape``, the shape of ``text`` whose plan is ``plan``, by
+    parsing the text again with each slot's probes (``parse`` raises on a text it refuses)."""
+    free, paths = [], []
+    seen: set[tuple[Any, ...]] = set()
+    for i, slot in enumerate(shape.slots):
+        path = _free_path(text, shape, i, slot, plan, parse)
+        if path is not None and path not in seen:
+            seen.add(path)
+            free.append(i)
+            paths.append(path)
+    return Learnt(shape, plan, tuple(free), tuple(paths))
+
+
+def _free_path(text: str, shape: Shape, i: int, slot: Slot, plan: QueryPlan,
+               parse: Callable[[str], QueryPlan]) -> tuple[Any, ...] | None:
+    path: tuple[Any, ...] | None = None
+    for probe in _probes(slot.value):
+        try:
+            other = parse(_with(text, shape.slots, {i: probe}))
+        except Exception:  # noqa: BLE001 - a probe the front end refuses: not free
+            return None
+        diff = _differences(plan, other)
+        if len(diff) != 1 or not _in_where(plan, diff[0]):
+            return None
+        lit_path = diff[0]
+        old, new = _at(plan, lit_path), _at(other, lit_path)
+        if type(old) is not type(slot.value) or old != slot.value \
+                or type(new) is not type(probe) or new != probe:
+            return None
+        if path is not None and lit_path != path:
+            return None
+        path = lit_path
+    return None if path is None else path[:-1] + ("value",)
+
+
+def _at(obj: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
+    return obj
