@@ -339,7 +339,7 @@ class Curator:
         """
         from .query.sql import parse_sql
 
-        version = self._version
+        version = (self._version, self.options)  # the compiler's inputs besides the text
         key = (version, text)
         query = self._cache.get(key)
         if query is not None:  # a Query is immutable and caches its compiled form: share it
@@ -577,6 +577,13 @@ class Query:
         self._template, self._paths = template if template is not None else (None, ())
         self._derived_from: Any = None
 
+    def _plan_sql(self) -> str:
+        """The plan rendered as SQL (once: the plan is immutable)."""
+        text = self.__dict__.get("_plan_text")
+        if text is None:
+            text = self.__dict__["_plan_text"] = self.plan.sql()
+        return text
+
     @property
     def query_text(self) -> str:
         """The SQL text (the plan rendered as SQL for builder queries)."""
@@ -610,7 +617,9 @@ class Query:
         except StatcuratorError:
             return None
         from .engines import sqlgen
+        from .query.shapes import check
 
+        check(t.plan, self.plan, self._paths)  # only WHERE constants differ, or refused
         ep = dataclasses.replace(tc.engine_plan, relation=self.plan.relation)
         # the SQL engines' statements: the template's, with this query's constants
         sqlgen.link(ep, tc.engine_plan, tuple(p[1:] for p in self._paths))
@@ -847,7 +856,7 @@ class Query:
         cq = bound.compiled
         noisy.nonnegative = bool(nonnegative)
         provenance = {
-            "query": self.query_text, "plan": self.plan.sql(), "dataset": cq.table,
+            "query": self.query_text, "plan": self._plan_sql(), "dataset": cq.table,
             "analyst": analyst_id(analyst), "request_id": rid,
             "engine": self.curator.engine.name,
             "released_at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -120,8 +120,9 @@ def test_a_shaped_query_is_the_query_a_fresh_compile_gives(template, data):
         return  # drew the warm-up text itself
     assert q._template is tq, "a text of a learnt shape starts from the shape's query"
     plan, cq = _fresh(cur, text)
-    assert q.plan == plan
+    assert repr(q.plan) == repr(plan)  # repr: Lit(1) == Lit(True) == Lit(1.0) in Python
     assert q.compile() == cq  # measures, atoms, key sets, engine plan, notes, text
+    assert sqlgen._linked(q.compile().engine_plan, (), "duckdb") is not None  # cut and filled
     # the engine's statements: cut from the template's and filled, equal to a fresh render
     for dialect in ("duckdb", "spark"):
         assert sqlgen.plan_sql(q.compile().engine_plan, "ab", dialect=dialect) == \
@@ -157,6 +158,11 @@ FIXED = [
     ("SELECT COUNT(*) AS n FROM people WHERE age > -{v}", "3", "4"),
     ("SELECT COUNT(*) AS n FROM people WHERE age > '{v}'", "30", "31"),
     ("SELECT COUNT(*) AS n FROM people WHERE smoker = {v}", "1", "0"),
+    # ... and where the first value is read as written but another would be converted (the
+    # probes '1', 'true' and 1 find them)
+    ("SELECT COUNT(*) AS n FROM people WHERE age > {v}", "'x'", "'30'"),
+    ("SELECT COUNT(*) AS n FROM people WHERE smoker = {v}", "'x'", "'true'"),
+    ("SELECT COUNT(*) AS n FROM people WHERE smoker = {v}", "5", "1"),
 ]
 
 
@@ -167,13 +173,20 @@ def test_a_constant_outside_the_where_clause_is_never_a_parameter(template, a, b
     cur.sql(template.format(v=a))  # seen again: learnt
     text = template.format(v=b)
     q = cur.sql(text)
-    plan, cq = _fresh(cur, text)
-    assert q.plan == plan and q.compile() == cq
-    if q._template is not None:  # the shape has free constants: this one is not among them
-        slot = next(i for i, s in enumerate(shapes.shape_of(text).slots)
-                    if str(s.value) == b)
-        learnt = cur._shapes[(cur._version, shapes.shape_of(text).key)][0]
-        assert slot not in learnt.free
+    plan = parse_sql(text, cur.catalog)
+    assert repr(q.plan) == repr(plan)
+    try:
+        cq = compile_query(plan, cur.catalog, options=cur.options, text=text)
+    except sc.core.errors.StatcuratorError as e:  # refused fresh: refused the same way
+        with pytest.raises(type(e)):
+            q.compile()
+    else:
+        assert q.compile() == cq
+    shape = shapes.shape_of(text)
+    entry = cur._shapes[((cur._version, cur.options), shape.key)]
+    if isinstance(entry, tuple):  # the shape has free constants: this one is not among them
+        slot = next(i for i, s in enumerate(shape.slots) if s.start == text.index(b))
+        assert slot not in entry[0].free
 
 
 def test_the_attack_a_primed_shape_with_a_small_clamp_is_caught():
@@ -195,13 +208,21 @@ def test_the_attack_a_primed_shape_with_a_small_clamp_is_caught():
     small = _fresh(_curator(), template.format(v=50, w=1))[1].measures[0].sensitivity
     assert small < 5000
     assert attack(_curator()) == 5000
-    original, link = shapes._in_where, sqlgen.link
+    original, link, check = shapes._in_where, sqlgen.link, shapes.check
     try:
-        shapes._in_where = lambda plan, path: path[-1] == "value"  # the check removed
+        # learning's check removed: the guard written apart from it refuses, uncharged
+        shapes._in_where = lambda plan, path: path[-1] == "value"
         sqlgen.link = lambda plan, base, paths: None  # (its paths are not all in WHERE)
-        assert attack(_curator()) == small, "the control: without the check it works"
+        cur = _curator()
+        with pytest.raises(sc.core.errors.PrivacyAccountingError, match="known shape"):
+            attack(cur)
+        # the first two texts were parsed; the third, of the learnt shape, was refused
+        assert cur.budget("ana", "people").spent == PureDP(2)
+        # both removed (the control): the attack works, and this test sees it
+        shapes.check = lambda template, plan, paths: None
+        assert attack(_curator()) == small, "the control: without the checks it works"
     finally:
-        shapes._in_where, sqlgen.link = original, link
+        shapes._in_where, sqlgen.link, shapes.check = original, link, check
 
 
 def test_a_shaped_release_charges_and_records_its_own_query():
@@ -306,3 +327,54 @@ def test_person_level_units_and_partition_selection_keep_their_shape():
     assert q.compile() == _fresh(cur, t.format(a=40))[1]
     rel = q.release(epsilon=1, delta=Fraction(1, 10**6), analyst="ana")
     assert rel.provenance["group_keys"] == "partition selection"
+
+
+def test_bad_texts_are_refused_as_before():
+    """What the front end refuses is refused the same way, not by the shape reader: no text
+    (a CLI or HTTP caller's mistake), and an integer of thousands of digits (a float there:
+    ∞) is read, not a crash."""
+    cur = _curator()
+    for bad in (None, 123, b"SELECT 1"):
+        with pytest.raises(sc.core.errors.UnsupportedQueryError, match="empty"):
+            cur.sql(bad)
+    text = "SELECT COUNT(*) AS n FROM people WHERE income < " + "9" * 5000
+    for _ in range(3):
+        q = cur.sql(text + " " * _)
+    assert q.plan == parse_sql(text, cur.catalog)
+    assert "inf" in q.plan.sql()
+
+
+def test_a_shape_of_many_constants_is_not_learnt():
+    """Learning parses the text up to three times per constant: beyond MAX_SLOTS constants
+    a shape is never learnt (a text of thousands of constants would make the dry-run
+    endpoint a denial of service). Control: the same shape with fewer constants is."""
+    cur = _curator()
+
+    def text(n: int, first: int) -> str:
+        return ("SELECT COUNT(*) AS n FROM people WHERE age IN ("
+                + ", ".join(str(first + i) for i in range(n)) + ")")
+
+    calls = []
+    original = shapes._free_path
+    try:
+        shapes._free_path = lambda *a: calls.append(1) or original(*a)
+        for first in (1, 2, 3):
+            cur.sql(text(shapes.MAX_SLOTS + 1, first))
+        assert calls == [] and cur.sql(text(shapes.MAX_SLOTS + 1, 4))._template is None
+        for first in (1, 2, 3):
+            cur.sql(text(shapes.MAX_SLOTS, first))
+        assert len(calls) == shapes.MAX_SLOTS
+        assert cur.sql(text(shapes.MAX_SLOTS, 4))._template is not None
+    finally:
+        shapes._free_path = original
+
+
+def test_changed_compile_options_start_shapes_afresh():
+    cur = _curator()
+    t = "SELECT MEDIAN(income) AS m FROM people WHERE age > {a}"
+    for a in (1, 2, 3):
+        cur.sql(t.format(a=a)).compile()
+    cur.options = dataclasses.replace(cur.options, quantile_bins=16)
+    q = cur.sql(t.format(a=4))
+    assert q._template is None
+    assert q.compile() == _fresh(cur, t.format(a=4))[1]

@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -70,9 +71,10 @@ class _LaplaceCalibration(OnGrid):
     def grid_sensitivity(self) -> int:  # pragma: no cover - every subclass overrides it
         raise NotImplementedError
 
-    @property
+    @functools.cached_property
     def noise_scale(self) -> Fraction:
-        """The scale b of the discrete Laplace noise, in grid units: Δ_grid/ε."""
+        """The scale b of the discrete Laplace noise, in grid units: Δ_grid/ε (computed
+        once: the mechanism is frozen)."""
         return self.grid_sensitivity / self.epsilon
 
     @property

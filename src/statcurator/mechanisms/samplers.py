@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -400,6 +401,7 @@ def _geometric_exp1(m: int) -> np.ndarray:
 # -- discrete Laplace -----------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)  # a mechanism's scale, validated once
 def _scale_parts(scale: object, name: str = "scale") -> tuple[int, int]:
     s = exact(scale, name)
     return s.numerator, s.denominator
@@ -552,7 +554,7 @@ def _bexp_rational_scalar(num: int, den: int) -> bool:
 
 def _geometric_scalar() -> int:
     u = rng.randbits(64)
-    v = int(len(_EXP_TABLE_ASC) - np.searchsorted(_EXP_TABLE_ASC, np.uint64(u), side="right"))
+    v = len(_EXP_LIST_ASC) - bisect.bisect_right(_EXP_LIST_ASC, u)  # searchsorted, in C ints
     if u == 0 or u in _EXP_TABLE_SET:
         lazy = _LazyUniform(u, 64)
         k = 1
@@ -563,6 +565,7 @@ def _geometric_scalar() -> int:
 
 
 _EXP_TABLE_SET = frozenset(int(x) for x in _EXP_TABLE[1:])
+_EXP_LIST_ASC = [int(x) for x in _EXP_TABLE_ASC]  # the same table as Python integers
 
 
 def _dlap_scalar(t: int, s: int) -> int:

@@ -149,10 +149,22 @@ def iv_mul(a: Interval, b: Interval) -> Interval:
 
 
 def iv_div(a: Interval, b: Interval) -> Interval | None:
-    """Quotient of two intervals (None when the divisor's interval holds 0)."""
-    if b[0] <= 0 <= b[1]:
+    """Quotient of two intervals (None when the divisor's interval holds 0).
+
+    >>> iv_div((Fraction(-1), Fraction(2)), (Fraction(2), Fraction(4)))
+    (Fraction(-1, 2), Fraction(1, 1))
+    >>> iv_div((Fraction(-1), Fraction(2)), (Fraction(-4), Fraction(-2)))
+    (Fraction(-1, 1), Fraction(1, 2))
+    >>> iv_div((Fraction(1), Fraction(2)), (Fraction(-1), Fraction(1))) is None
+    True
+    """
+    b0, b1 = b
+    if b0 <= 0 <= b1:
         return None
-    return iv_mul(a, (1 / b[1], 1 / b[0]))
+    a0, a1 = a
+    if b0 > 0:  # a positive divisor: the ends of a over the ends of b, by their signs
+        return (a0 / (b1 if a0 >= 0 else b0), a1 / (b0 if a1 >= 0 else b1))
+    return (a1 / (b1 if a1 >= 0 else b0), a0 / (b0 if a0 >= 0 else b1))
 
 
 def sqrt_fraction(x: Fraction) -> Fraction:

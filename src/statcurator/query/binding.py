@@ -128,6 +128,7 @@ class BoundQuery:
             self.measures = weigh(list(compiled.atoms), self.measures, compiled.selection,
                                   _weights(compiled, weights))
         self._halfwidths: dict[tuple[int, float], float] = {}
+        self._halfwidth_fractions: dict[tuple[int, float], Fraction] = {}
         self.infos: list[MeasureInfo] = []
         self.mechanisms: list[Any] = []
         for m in self.measures:
@@ -142,9 +143,11 @@ class BoundQuery:
 
     def derived(self, compiled: CompiledQuery) -> BoundQuery:
         """This bound query for ``compiled``, a query of the same shape that differs only in
-        constants of its WHERE clause (:mod:`~statcurator.query.shapes`): the same measures,
-        hence the same mechanisms, cost and certificate (with the other query's text).
-        Refused with :class:`PrivacyAccountingError` if what is measured differs at all."""
+        constants of its WHERE clause (:mod:`~statcurator.query.shapes`, whose ``check``
+        guards that): the same measures, hence the same mechanisms, cost and certificate
+        (with the other query's text). ``compiled`` must measure exactly what this query's
+        compiled form measures (it is derived from it): otherwise this refuses, with
+        :class:`PrivacyAccountingError`."""
         mine = self.compiled
         if (compiled.measures != mine.measures or compiled.atoms != mine.atoms
                 or compiled.neighbourhood != mine.neighbourhood
@@ -443,7 +446,11 @@ class BoundQuery:
         return answers
 
     def _halfwidth_fraction(self, i: int, alpha: float) -> Fraction:
-        return Fraction(self.halfwidth(i, alpha))
+        key = (i, alpha)
+        h = self._halfwidth_fractions.get(key)
+        if h is None:
+            h = self._halfwidth_fractions[key] = Fraction(self.halfwidth(i, alpha))
+        return h
 
     def _candidate_keys(self, ex: ExactResult) -> list[tuple[Any, ...]]:
         """Every public key (absent groups included), or the present keys for selection."""

@@ -47,6 +47,7 @@ A constant of the aggregate is not free (it changes what is summed, hence the se
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -54,7 +55,7 @@ from typing import Any
 from .expr import Lit
 from .plan import Filter, QueryPlan
 
-__all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn"]
+__all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn", "check", "MAX_SLOTS"]
 
 #: the number literals a slot may hold: plain decimals (no sign, exponent, underscore or hex,
 #: whose readings differ between Python and SQL dialects)
@@ -90,10 +91,14 @@ def shape_of(text: str) -> Shape | None:
     False
     >>> [x.value for x in shape_of("SELECT COUNT(*) FROM t WHERE x IN ('it''s', 2.5)").slots]
     ["it's", 2.5]
+    >>> shape_of(None), shape_of("SELECT COUNT(*) FROM t WHERE x > " + "9" * 5000)
+    (None, None)
     """
-    from sqlglot.errors import TokenError
     from sqlglot import TokenType
+    from sqlglot.errors import TokenError
 
+    if not isinstance(text, str):
+        return None
     try:
         tokens = _tokenizer().tokenize(text)
     except (TokenError, ValueError):
@@ -106,8 +111,8 @@ def shape_of(text: str) -> Shape | None:
         if kind is string and text[t.start] == "'" and text[t.end] == "'":
             slots.append(Slot(t.start, t.end, t.text))
             key.append(str)
-        elif kind is number and _PLAIN_NUMBER.match(t.text):
-            value: int | float = int(t.text) if "." not in t.text else float(t.text)
+        elif kind is number and _PLAIN_NUMBER.match(t.text) \
+                and (value := _number(t.text)) is not None:
             slots.append(Slot(t.start, t.end, value))
             key.append(type(value))
         else:
@@ -115,6 +120,16 @@ def shape_of(text: str) -> Shape | None:
     if not slots:
         return None
     return Shape(tuple(key), tuple(slots))
+
+
+def _number(text: str) -> int | float | None:
+    """A number as the SQL front end reads it (an integer, else a float), or None when it
+    reads as no finite value (an integer of thousands of digits is a float there: ∞)."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        return value if math.isfinite(value) else None
 
 
 _TOKENIZER: Any = None
@@ -238,12 +253,20 @@ class Learnt:
         return plan
 
 
+#: the most constants a shape may have to be learnt (each costs up to three parses of the text:
+#: a text with thousands of constants would make learning a denial of service)
+MAX_SLOTS = 32
+
+
 def learn(shape: Shape, text: str, plan: QueryPlan,
           parse: Callable[[str], QueryPlan]) -> Learnt:
     """Find the free slots of ``shape``, the shape of ``text`` whose plan is ``plan``, by
-    parsing the text again with each slot's probes (``parse`` raises on a text it refuses)."""
+    parsing the text again with each slot's probes (``parse`` raises on a text it refuses).
+    A shape of more than :data:`MAX_SLOTS` constants has none."""
     free, paths = [], []
     seen: set[tuple[Any, ...]] = set()
+    if len(shape.slots) > MAX_SLOTS:
+        return Learnt(shape, plan, (), ())
     for i, slot in enumerate(shape.slots):
         path = _free_path(text, shape, i, slot, plan, parse)
         if path is not None and path not in seen:
@@ -273,6 +296,47 @@ def _free_path(text: str, shape: Shape, i: int, slot: Slot, plan: QueryPlan,
             return None
         path = lit_path
     return None if path is None else path[:-1] + ("value",)
+
+
+def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ...]) -> None:
+    """Refuse, with :class:`~statcurator.core.errors.PrivacyAccountingError`, unless ``plan``
+    is ``template`` with other values of the same types in literals of WHERE predicates at
+    ``paths`` and nothing else changed: the guard of every query of a known shape, before
+    it takes its template's compiled form. It is written apart from :func:`learn`, so that
+    a fault in learning is caught here, uncharged.
+
+    >>> from statcurator.query.expr import Col, Compare
+    >>> from statcurator.query.plan import Output, Scan
+    >>> from statcurator.query.expr import Agg
+    >>> t = QueryPlan(Filter(Scan("t", "t"), Compare(">", Col("a", "t"), Lit(1))),
+    ...               outputs=(Output("n", Agg("count")),))
+    >>> path = ("relation", "predicate", "right", "value")
+    >>> check(t, _put(t, path, 5), (path,))
+    >>> check(t, _put(t, path, "5"), (path,))
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.PrivacyAccountingError: a query of a known shape differs from its shape elsewhere than in constants of its WHERE clause; this is a defect of statcurator: nothing was charged or released; report the query
+    """
+    from ..core.errors import PrivacyAccountingError
+
+    back = plan
+    ok = True
+    for path in paths:
+        node: Any = template
+        in_filter = False
+        for step in path[:-1] if path[:1] == ("relation",) and path[-1:] == ("value",) else ():
+            in_filter = in_filter or (type(node) is Filter and step == "predicate")
+            node = node[step] if isinstance(step, int) else getattr(node, step)
+        if not in_filter or type(node) is not Lit or type(_at(plan, path)) is not type(node.value):
+            ok = False
+            break
+        back = _put(back, path, node.value)
+    if not ok or back != template:
+        raise PrivacyAccountingError(
+            "a query of a known shape differs from its shape elsewhere than in constants of "
+            "its WHERE clause",
+            remedy="this is a defect of statcurator: nothing was charged or released; report "
+                   "the query")
 
 
 def _at(obj: Any, path: tuple[Any, ...]) -> Any:
