@@ -51,6 +51,7 @@ from ..core.measurement import Measurement, Transformation
 from ..core.measures import ZCDP, PrivacyLoss, PureDP
 from ..core.numbers import exact, exact_probability, round_down, sqrt_bounds
 from ..core.relations import AbsoluteDistance, L1Distance, L2Distance, LInfDistance
+from ..mechanisms import GaussianMechanism, LaplaceMechanism
 from ..mechanisms._base import to_grid_units
 from .aggregates import Measure, MeasureRole, Quantile
 from .compiler import CompiledQuery, weigh
@@ -579,12 +580,41 @@ def _clamped(obj: Any, raw: int, m: Measure) -> Fraction:
 
 def _noisy_scalar(obj: Any, raw: int, m: Measure) -> Any:
     """One noisy value of an ungrouped aggregate, as :func:`_noisy` computes it (the same
-    clamp, the same mechanism) with the mechanism's exact scalar release."""
+    clamp, the same mechanism) with the mechanism's exact scalar release.
+
+    When the value's unit is a whole number of grid steps (counts; a centred sum on its
+    release grid), the value is already on the grid: its grid units are ``raw·k``, clamped
+    to ±2^61, plus the mechanism's noise in grid units — what the mechanism's ``release``
+    computes from the clamped value, in integers (:func:`_noisy_scalar_generic` is the
+    general path; a test holds them equal draw for draw)."""
+    k = _units_per_value(obj.step, m.value_scale) if type(obj) in _SCALAR_MECHANISMS \
+        and type(raw) is int else None
+    if k is None:
+        return _noisy_scalar_generic(obj, raw, m)
+    noisy = min(max(raw * k, -_MAX_UNITS), _MAX_UNITS) + obj.sample_noise_units()
+    if obj.grid is None:
+        return int(noisy)
+    out = noisy * obj.grid
+    return int(out) if m.integral else out
+
+
+@functools.lru_cache(maxsize=256)
+def _units_per_value(step: Fraction, value_scale: Fraction) -> int | None:
+    """How many grid steps one unit of the engine's value is, when a whole number."""
+    k = value_scale / step
+    return k.numerator if k.denominator == 1 else None
+
+
+def _noisy_scalar_generic(obj: Any, raw: int, m: Measure) -> Any:
     v = _clamped(obj, raw, m)
     if obj.grid is None:  # integers released as integers
         return int(obj.release(int(v)))
     out = obj.release(v)  # a Fraction on the grid
     return int(out) if m.integral else Fraction(out)
+
+
+#: the scalar mechanisms whose release is the value's grid units plus sample_noise_units()
+_SCALAR_MECHANISMS = (LaplaceMechanism, GaussianMechanism)
 
 
 def _quantiles(obj: Any, atom: Quantile, hist: dict[int, int], n: int, m: Measure,

@@ -310,14 +310,26 @@ _COUNT_NONE = operator.methodcaller("count", None)
 
 
 def _nones(v: Any) -> int:
-    """How many None values ``v`` holds (nested lists and dicts)."""
-    if v is None:
-        return 1
-    if type(v) is dict:
-        return sum(_nones(x) for x in v.values())
-    if type(v) is list or type(v) is tuple:
-        return sum(_nones(x) for x in v)
-    return 0
+    """How many None values ``v`` holds (nested lists, tuples and dicts; subclasses of them
+    are values): one loop over a stack, no call per value.
+
+    >>> _nones([None, {"a": None, "b": [1, None, (None,)]}, "null", 0.0])
+    4
+    """
+    n = 0
+    stack = [v]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        if x is None:
+            n += 1
+            continue
+        t = type(x)
+        if t is dict:
+            extend(x.values())
+        elif t is list or t is tuple:
+            extend(x)
+    return n
 
 
 def _column_type(column: list[Any]) -> str:
