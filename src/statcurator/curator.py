@@ -133,10 +133,11 @@ class Curator:
         self.catalog = DictCatalog()
         self._data: dict[str, Any] = {}  # name -> TableSource (None: metadata only)
         self._version = 0
-        self._cache: dict[tuple[int, str], Any] = {}
-        #: (version, shape key) -> _SEEN (once), _FIXED (no free constant), or what was learnt
-        #: of the shape with the query it was learnt on: see Curator.sql
-        self._shapes: dict[tuple[int, Any], Any] = {}
+        #: ((catalog version, compile options), text) -> its Query
+        self._cache: dict[tuple[Any, str], Any] = {}
+        #: ((catalog version, compile options), shape key) -> _SEEN (once), _FIXED (no free
+        #: constant), or what was learnt of the shape with the query it was learnt on
+        self._shapes: dict[tuple[Any, Any], Any] = {}
         #: (analyst, dataset) -> the ledger known to hold that grant (see _ensure_budget)
         self._granted: dict[tuple[str, str], weakref.ref[Any]] = {}
         self._lock = threading.Lock()

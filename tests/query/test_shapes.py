@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import statcurator as sc
 from statcurator.core.measures import PureDP
-from statcurator.core.schema import Column, PrivacyUnit, TableMeta
+from statcurator.core.schema import PrivacyUnit, TableMeta
 from statcurator.engines import sqlgen
 from statcurator.query import shapes
 from statcurator.query.binding import BoundQuery
@@ -25,14 +25,7 @@ from statcurator.query.certificate import certify
 from statcurator.query.compiler import compile_query
 from statcurator.query.sql import parse_sql
 
-META = TableMeta("people", (
-    Column("pid", type="integer"),
-    Column("age", type="integer", bounds=(0, 120)),
-    Column("income", type="real", bounds=(0, 200000)),
-    Column("sex", categories=("F", "M")),
-    Column("city"),
-    Column("smoker", type="boolean"),
-))
+from .conftest import PEOPLE as META
 
 
 def _people(n: int = 400) -> pa.Table:

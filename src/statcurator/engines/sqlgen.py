@@ -46,7 +46,9 @@ ranks ``1..max_groups`` fall in at most ``max_groups`` groups — whatever the k
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import re
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,6 +74,7 @@ from ..query.expr import (
 )
 from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, Quantized
+from ..query.shapes import put_at, value_at
 
 __all__ = ["expr_sql", "plan_sql", "plan_template", "plan_statements", "render", "to_spark",
            "quote", "encoded", "quantized_sql", "clear_cache", "NULL_CODE"]
@@ -587,8 +590,8 @@ def link(plan: EnginePlan, base: EnginePlan, paths: tuple[tuple[Any, ...], ...])
     """
     rel = base.relation
     for path in paths:
-        rel = _put_at(rel, path, _value_at(plan.relation, path))
-    if rel != plan.relation or plan != _replace(base, relation=rel):
+        rel = put_at(rel, path, value_at(plan.relation, path))
+    if rel != plan.relation or plan != dataclasses.replace(base, relation=rel):
         raise ValueError("link(): the plan is not its base with other constants")
     if len(_LINKS) >= 1024:
         _LINKS.clear()
@@ -604,7 +607,7 @@ def _linked(plan: EnginePlan, names: tuple[tuple[str, str], ...],
     cut = _fragments(base, paths, names, dialect)
     if cut is None:
         return None
-    values = [_literal_text(_value_at(plan.relation, p), dialect) for p in paths]
+    values = [_literal_text(value_at(plan.relation, p), dialect) for p in paths]
     main, hists = cut
     return _join(main, values), tuple(_join(h, values) for h in hists)
 
@@ -627,13 +630,11 @@ def _cut(base: EnginePlan, paths: tuple[tuple[Any, ...], ...],
     """The base's statements generated with a random token in each literal at ``paths``,
     cut into (text, slot, text, slot, ..., text); None if the cut does not give the base's
     own SQL back (a literal rendered other than alone, say)."""
-    import re
-
-    tokens = [_token(_value_at(base.relation, p)) for p in paths]
+    tokens = [_token(value_at(base.relation, p)) for p in paths]
     rel = base.relation
     for path, tok in zip(paths, tokens, strict=True):
-        rel = _put_at(rel, path, tok)
-    main, hists = _templates(_replace(base, relation=rel), names, dialect)
+        rel = put_at(rel, path, tok)
+    main, hists = _templates(dataclasses.replace(base, relation=rel), names, dialect)
     rendered = [_literal_text(t, dialect) for t in tokens]
     if len(set(rendered)) != len(rendered):
         return None
@@ -650,7 +651,7 @@ def _cut(base: EnginePlan, paths: tuple[tuple[Any, ...], ...],
         return tuple(parts)
 
     out = (cut(main), tuple(cut(h) for h in hists))
-    own = [_literal_text(_value_at(base.relation, p), dialect) for p in paths]
+    own = [_literal_text(value_at(base.relation, p), dialect) for p in paths]
     if (_join(out[0], own), tuple(_join(h, own) for h in out[1])) != _templates(base, names,
                                                                               dialect):
         return None
@@ -671,36 +672,16 @@ def _token(value: Any) -> Any:
 
 
 def _literal_text(value: Any, dialect: str) -> str:
+    """A constant as SQL text in ``dialect`` (short ones remembered: constants repeat)."""
     key = (type(value), value, dialect)
     text = _LITERALS.get(key)
     if text is None:
-        if len(_LITERALS) >= 4096:
-            _LITERALS.clear()
-        text = _LITERALS[key] = render(literal(value), dialect)
+        text = render(literal(value), dialect)
+        if len(text) <= 64:
+            if len(_LITERALS) >= 4096:
+                _LITERALS.clear()
+            _LITERALS[key] = text
     return text
-
-
-def _value_at(obj: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        obj = obj[step] if isinstance(step, int) else getattr(obj, step)
-    return obj
-
-
-def _put_at(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    step, rest = path[0], path[1:]
-    if isinstance(step, int):
-        items = list(obj)
-        items[step] = _put_at(items[step], rest, value)
-        return tuple(items)
-    return _replace(obj, **{step: _put_at(getattr(obj, step), rest, value)})
-
-
-def _replace(obj: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(obj, **changes)
 
 
 def _check_salt(salt: str) -> None:

@@ -55,7 +55,8 @@ from typing import Any
 from .expr import Lit
 from .plan import Filter, QueryPlan
 
-__all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn", "check", "MAX_SLOTS"]
+__all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn", "check", "MAX_SLOTS", "put_at",
+           "value_at"]
 
 #: the number literals a slot may hold: plain decimals (no sign, exponent, underscore or hex,
 #: whose readings differ between Python and SQL dialects)
@@ -211,16 +212,21 @@ def _in_where(plan: QueryPlan, path: tuple[Any, ...]) -> bool:
     return through_filter and isinstance(node, Lit)
 
 
-def _put(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    """``obj`` (frozen dataclasses and tuples) with ``value`` at ``path``."""
+def put_at(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """``obj`` (frozen dataclasses and tuples) with ``value`` at ``path`` (field names and
+    tuple indexes), everything else shared.
+
+    >>> put_at((1, (2, 3)), (1, 0), 9)
+    (1, (9, 3))
+    """
     if not path:
         return value
     step, rest = path[0], path[1:]
     if isinstance(step, int):
         items = list(obj)
-        items[step] = _put(items[step], rest, value)
+        items[step] = put_at(items[step], rest, value)
         return tuple(items)
-    return dataclasses.replace(obj, **{step: _put(getattr(obj, step), rest, value)})
+    return dataclasses.replace(obj, **{step: put_at(getattr(obj, step), rest, value)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +255,7 @@ class Learnt:
             v = theirs[i].value
             if type(v) is not type(mine[i].value):
                 return None
-            plan = _put(plan, path, v)
+            plan = put_at(plan, path, v)
         return plan
 
 
@@ -288,7 +294,7 @@ def _free_path(text: str, shape: Shape, i: int, slot: Slot, plan: QueryPlan,
         if len(diff) != 1 or not _in_where(plan, diff[0]):
             return None
         lit_path = diff[0]
-        old, new = _at(plan, lit_path), _at(other, lit_path)
+        old, new = value_at(plan, lit_path), value_at(other, lit_path)
         if type(old) is not type(slot.value) or old != slot.value \
                 or type(new) is not type(probe) or new != probe:
             return None
@@ -311,8 +317,8 @@ def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ..
     >>> t = QueryPlan(Filter(Scan("t", "t"), Compare(">", Col("a", "t"), Lit(1))),
     ...               outputs=(Output("n", Agg("count")),))
     >>> path = ("relation", "predicate", "right", "value")
-    >>> check(t, _put(t, path, 5), (path,))
-    >>> check(t, _put(t, path, "5"), (path,))
+    >>> check(t, put_at(t, path, 5), (path,))
+    >>> check(t, put_at(t, path, "5"), (path,))
     Traceback (most recent call last):
     ...
     statcurator.core.errors.PrivacyAccountingError: a query of a known shape differs from its shape elsewhere than in constants of its WHERE clause; this is a defect of statcurator: nothing was charged or released; report the query
@@ -327,10 +333,10 @@ def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ..
         for step in path[:-1] if path[:1] == ("relation",) and path[-1:] == ("value",) else ():
             in_filter = in_filter or (type(node) is Filter and step == "predicate")
             node = node[step] if isinstance(step, int) else getattr(node, step)
-        if not in_filter or type(node) is not Lit or type(_at(plan, path)) is not type(node.value):
+        if not in_filter or type(node) is not Lit or type(value_at(plan, path)) is not type(node.value):
             ok = False
             break
-        back = _put(back, path, node.value)
+        back = put_at(back, path, node.value)
     if not ok or back != template:
         raise PrivacyAccountingError(
             "a query of a known shape differs from its shape elsewhere than in constants of "
@@ -339,7 +345,8 @@ def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ..
                    "the query")
 
 
-def _at(obj: Any, path: tuple[Any, ...]) -> Any:
+def value_at(obj: Any, path: tuple[Any, ...]) -> Any:
+    """What ``obj`` holds at ``path`` (see :func:`put_at`)."""
     for step in path:
         obj = obj[step] if isinstance(step, int) else getattr(obj, step)
     return obj
