@@ -6,9 +6,10 @@ reach the privacy analysis: a WHERE clause is a row-wise filter, 1-stable whatev
 keeps, and the compiler reads its constants only through their types (a literal's kind is its
 Python type's), to type-check the predicate. A query that differs from an earlier one only in
 such constants of the same types therefore has the same sensitivities, mechanisms, cost and
-certificate; only the filter that runs differs. :class:`ShapeCache` lets such a query skip the
+certificate; only the filter that runs differs. ``Curator.sql`` lets such a query skip the
 parse, the compilation, the binding and the certificate's re-check, and start from the earlier
-query's compiled form with its constants put in place.
+query's compiled form with its constants put in place, once :func:`check` (written apart from
+the learning below) has verified that nothing but such constants differs.
 
 Which constants are free is never assumed from the syntax: it is learnt the second time a
 shape is seen. A shape is the text's token stream (:func:`shape_of`) with each number and
