@@ -154,6 +154,8 @@ REFUSALS = [
     ("DELETE FROM people", "not one"),
     ("SELECT COUNT(*) FROM people; SELECT 1", "statements"),
     ("SELEC COUNT(*) FROM people", "parse"),
+    ("SELECT COUNT(*) FROM people WHERE city = 'it's'", "parse"),  # a string left open
+    ('SELECT COUNT(*) FROM "people', "parse"),  # a name left open
     ("SELECT BIN(age, 10, 5) FROM people GROUP BY 1", "BIN"),
 ]
 

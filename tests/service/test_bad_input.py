@@ -30,6 +30,8 @@ BAD = [
     ("row-level", {"sql": "SELECT * FROM adult", "epsilon": 1}, 422),
     ("LIMIT x", {"sql": "SELECT COUNT(*) FROM adult LIMIT x", "epsilon": 1}, 422),
     ("DROP", {"sql": "DROP TABLE adult", "epsilon": 1}, 422),
+    ("string left open", {"sql": "SELECT COUNT(*) FROM adult WHERE sex = 'x'y'",
+                          "epsilon": 1}, 422),
     ("two statements", {"sql": OK_SQL + "; SELECT 1", "epsilon": 1}, 422),
     ("unknown table", {"sql": "SELECT COUNT(*) FROM patients", "epsilon": 1}, 422),
     ("unknown column", {"sql": "SELECT SUM(income) FROM adult", "epsilon": 1}, 422),

@@ -92,21 +92,23 @@ def parse_sql(text: str, catalog: Catalog) -> QueryPlan:
     """Parse one SQL statement into a :class:`QueryPlan`, or refuse it with the reason."""
     import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import ParseError
+    from sqlglot.errors import ParseError, TokenError
 
     if not isinstance(text, str) or not text.strip():
         raise UnsupportedQueryError("the query is empty", remedy="write SELECT ... FROM table")
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
-    except ParseError as e:
+    except (ParseError, TokenError) as e:  # TokenError: a string or name left open, say
         # T-SQL's SELECT TOP n and [bracketed] names: the one other spelling analysts bring
         # (sqlglot reads TOP n as LIMIT n); anything else is reported against DuckDB's SQL
         try:
             statements = [s for s in sqlglot.parse(text, read="tsql") if s is not None]
-        except ParseError:
+        except (ParseError, TokenError):
             msg = str(e).splitlines()[0]
-            raise UnsupportedQueryError(f"cannot parse the query: {msg}",
-                                        remedy="check the SQL syntax") from None
+            raise UnsupportedQueryError(
+                f"cannot parse the query: {msg}",
+                remedy="check the SQL syntax (a quote inside a string is written twice: "
+                       "'it''s')") from None
     if len(statements) != 1:
         raise UnsupportedQueryError(f"got {len(statements)} statements",
                                     remedy="send exactly one SELECT statement")
