@@ -371,3 +371,45 @@ def test_changed_compile_options_start_shapes_afresh():
     q = cur.sql(t.format(a=4))
     assert q._template is None
     assert q.compile() == _fresh(cur, t.format(a=4))[1]
+
+
+def test_threads_asking_queries_of_shared_shapes_get_each_their_own_query():
+    """Four threads ask queries of three shapes with random constants at once (the service's
+    worker threads share one curator): shapes are seen, learnt and used concurrently, and
+    every release is its own query (plan, compiled query, engine SQL, recorded text)."""
+    import random
+    import threading
+
+    cur = _curator()
+    templates = ["SELECT COUNT(*) AS n FROM people WHERE age > {a} AND sex = {s}",
+                 "SELECT sex, AVG(income) AS m FROM people WHERE age BETWEEN {a} AND {b} "
+                 "GROUP BY sex",
+                 "SELECT SUM(age) AS s FROM people WHERE city = {s} AND age < {b}"]
+    problems: list[str] = []
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(40):
+            text = rng.choice(templates).format(
+                a=rng.randint(0, 60), b=rng.randint(61, 99),
+                s=rng.choice(["'F'", "'M'", "'a'", "'d''e'"]))
+            try:
+                q = cur.sql(text)
+                rel = q.release(epsilon=Fraction(1, 100), analyst="ana")
+                plan, cq = _fresh(cur, text)
+                if (repr(q.plan) != repr(plan) or q.compile() != cq
+                        or sqlgen.plan_sql(q.compile().engine_plan, "ab")
+                        != sqlgen.plan_sql(cq.engine_plan, "ab")
+                        or rel.provenance["certificate"]["query"] != text):
+                    problems.append(text)
+            except Exception as e:  # noqa: BLE001 - reported below
+                problems.append(f"{text}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+    assert any(q._template is not None for q in cur._cache.values())
+    assert cur.ledger.verify()
