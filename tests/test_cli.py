@@ -254,3 +254,25 @@ def test_query_report_is_checked_before_anything_is_spent(tmp_path) -> None:
     assert r.exit_code != 0 and "--dry-run" in r.output
     assert not led.exists() or "spent ε=0" in runner.invoke(
         app, ["budget", "--ledger", str(led), "--analyst", "ana", "adult"]).output
+
+
+def test_unreadable_sql_gets_the_refusal_alone() -> None:
+    """sqlglot logs a warning before statcurator refuses SQL it cannot read; the command
+    line says the refusal, with its remedy, and nothing else. Control: without the command
+    line's logging setting, the warning is there."""
+    import subprocess
+    import sys
+
+    sql = "FETCH FIRST 1 ROWS ONLY"
+    r = subprocess.run([sys.executable, "-c", "from statcurator.cli import main; main()",
+                        "query", "adult", "--epsilon", "1", sql],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "only SELECT queries are answered" in r.stderr + r.stdout
+    assert "unsupported syntax" not in r.stderr + r.stdout
+    control = subprocess.run(
+        [sys.executable, "-c", "import statcurator as sc\n"
+         "from statcurator.query.sql import parse_sql\n"
+         "cur = sc.Curator(); cur.register('adult', sc.datasets.adult())\n"
+         f"try:\n    parse_sql({sql!r}, cur.catalog)\nexcept Exception:\n    pass"],
+        capture_output=True, text=True, timeout=120)
+    assert "unsupported syntax" in control.stderr

@@ -9,6 +9,7 @@ commands, so ``statcurator --help`` stays fast.
 from __future__ import annotations
 
 import importlib
+import logging
 import pkgutil
 
 import typer
@@ -39,6 +40,9 @@ def _root(
 ) -> None:
     """statcurator, a privacy-preserving statistical database: one command per job of the
     curator (listed below). Every command has --help and --json."""
+    # sqlglot logs a warning before statcurator refuses SQL it cannot read ("... contains
+    # unsupported syntax"); the refusal says it with a remedy, so the warning is only noise
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

@@ -8,6 +8,7 @@ functions (FastAPI runs them in its thread pool): the Curator's calls block.
 
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -115,6 +116,9 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 def create_app(service: CuratorService) -> FastAPI:
     """The FastAPI app serving ``service`` (API under ``/v1``, console at ``/``)."""
+    # sqlglot's warnings before a refusal of unreadable SQL (the problem response says it,
+    # with a remedy) would fill the server's log with analysts' text
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
     config = service.config
     app = FastAPI(
         title="statcurator", version=__version__,
