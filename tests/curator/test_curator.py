@@ -417,3 +417,23 @@ def test_in_memory_data_never_lands_in_a_users_database_file(
     with duckdb.connect(str(path)) as con:
         assert [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()")
                 .fetchall()] == ["control"]
+
+
+@pytest.mark.parametrize("levels", [150, 400, 3000])
+def test_deeply_nested_sql_is_refused_before_anything_is_charged(levels):
+    """An expression nested hundreds of levels deep used to pass the parser and then exhaust
+    Python's recursion in a later stage — after the charge for some (the budget spent, the
+    service's answer a 500). It is now refused at compilation (at most MAX_DEPTH levels),
+    or at the parse for thousands, uncharged. Control: MAX_DEPTH levels are answered."""
+    from statcurator.query.compiler import MAX_DEPTH
+
+    cur = Curator()
+    cur.register("adult", sc.datasets.adult())
+    for sql in ("SELECT COUNT(*) AS n FROM adult WHERE age" + " + 1" * levels + " > 5",
+                "SELECT SUM(age" + " * 1" * levels + ") AS s FROM adult",
+                "SELECT COUNT(*) AS n FROM adult WHERE " + "- " * levels + "age < 5"):
+        with pytest.raises(UnsupportedQueryError, match="nested"):
+            cur.sql(sql).release(epsilon=1)
+    assert cur.budget("default", "adult").spent == ApproxDP(0, 0)
+    ok = "SELECT COUNT(*) AS n FROM adult WHERE age" + " + 1" * (MAX_DEPTH - 3) + " > 5"
+    assert cur.sql(ok).release(epsilon=1).rows()

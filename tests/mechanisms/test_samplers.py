@@ -254,3 +254,28 @@ def test_scalar_draws_follow_the_same_laws() -> None:
     wrong = np.array([samplers.discrete_laplace(Fraction(7, 3) * Fraction(13, 10))
                       for _ in range(n)])
     assert chi2_gof(wrong, dlap_pmf(7 / 3), dlap_support(7 / 3)) < ALPHA
+
+
+def test_a_scale_is_validated_whatever_was_drawn_before() -> None:
+    """The validated parts of a scale are remembered for exact Fractions only: a boolean is
+    refused, and a float is read as its shortest decimal, even after an equal Fraction was
+    drawn (True == 1 and 0.1 == Fraction(0.1) in Python)."""
+    from statcurator.mechanisms.samplers import _scale_parts, discrete_laplace
+
+    discrete_laplace(Fraction(1))
+    with pytest.raises(InvalidParameterError):
+        discrete_laplace(True)
+    _scale_parts(Fraction(0.1))
+    assert _scale_parts(0.1) == (1, 10)
+    with pytest.raises(InvalidParameterError):
+        discrete_laplace(np.array([2.0, 3.0]))  # type: ignore[arg-type]
+
+
+def test_describe_lists_the_parameters_whatever_was_asked_before() -> None:
+    from statcurator.mechanisms import LaplaceMechanism
+
+    m = LaplaceMechanism(sensitivity=1, epsilon=Fraction(1, 2))
+    first = m.describe()
+    m.sample_noise_units()
+    assert m.describe().keys() == first.keys()
+    assert "noise_scale" not in first

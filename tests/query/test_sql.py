@@ -156,6 +156,8 @@ REFUSALS = [
     ("SELEC COUNT(*) FROM people", "parse"),
     ("SELECT COUNT(*) FROM people WHERE city = 'it's'", "parse"),  # a string left open
     ('SELECT COUNT(*) FROM "people', "parse"),  # a name left open
+    ("SELECT COUNT(*) FROM people WHERE ->> 1", "parse"),  # a TypeError inside sqlglot
+    ("SELECT COUNT(*) FROM people WHERE " + "(" * 600 + "age > 1" + ")" * 600, "nested"),
     ("SELECT BIN(age, 10, 5) FROM people GROUP BY 1", "BIN"),
 ]
 
@@ -225,3 +227,22 @@ def test_plan_sql_rendering_is_readable(cat):
     plan = parse_sql("SELECT sex, COUNT(*) AS n FROM people WHERE age >= 18 GROUP BY sex", cat)
     assert plan.sql() == ('SELECT "sex" AS "sex", COUNT(*) AS "n" FROM "people" AS "people" '
                           'WHERE "people"."age" >= 18 GROUP BY "people"."sex"')
+
+
+def test_quiet_parser_warnings_drops_only_the_warnings_before_a_refusal(cat, caplog):
+    """The command line and the service drop sqlglot's warning before a refusal of
+    unreadable SQL, and nothing else: a lossy translation (here to Spark) still warns."""
+    import logging
+
+    import sqlglot
+
+    from statcurator.query.sql import quiet_parser_warnings
+
+    quiet_parser_warnings()
+    with caplog.at_level(logging.WARNING, logger="sqlglot"):
+        with pytest.raises(UnsupportedQueryError):
+            parse_sql("FETCH FIRST 1 ROWS ONLY", cat)
+        sqlglot.transpile("SELECT ARG_MAX(a, b, 3) FROM t", read="duckdb", write="spark")
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("Falling back" in m for m in messages)
+    assert any("not supported" in m for m in messages), messages

@@ -32,6 +32,9 @@ BAD = [
     ("DROP", {"sql": "DROP TABLE adult", "epsilon": 1}, 422),
     ("string left open", {"sql": "SELECT COUNT(*) FROM adult WHERE sex = 'x'y'",
                           "epsilon": 1}, 422),
+    ("->>", {"sql": "SELECT COUNT(*) FROM adult WHERE ->> 1", "epsilon": 1}, 422),
+    ("600 brackets", {"sql": "SELECT COUNT(*) FROM adult WHERE " + "(" * 600 + "age > 1"
+                      + ")" * 600, "epsilon": 1}, 422),
     ("two statements", {"sql": OK_SQL + "; SELECT 1", "epsilon": 1}, 422),
     ("unknown table", {"sql": "SELECT COUNT(*) FROM patients", "epsilon": 1}, 422),
     ("unknown column", {"sql": "SELECT SUM(income) FROM adult", "epsilon": 1}, 422),

@@ -9,7 +9,6 @@ commands, so ``statcurator --help`` stays fast.
 from __future__ import annotations
 
 import importlib
-import logging
 import pkgutil
 
 import typer
@@ -42,7 +41,9 @@ def _root(
     curator (listed below). Every command has --help and --json."""
     # sqlglot logs a warning before statcurator refuses SQL it cannot read ("... contains
     # unsupported syntax"); the refusal says it with a remedy, so the warning is only noise
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    from ..query.sql import quiet_parser_warnings
+
+    quiet_parser_warnings()
 
 
 for _info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):

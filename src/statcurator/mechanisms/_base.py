@@ -16,6 +16,7 @@ integer outputs (a grid of 1).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from typing import Any
@@ -88,9 +89,13 @@ class Mechanism:
     def describe(self, alpha: object = Fraction(1, 20)) -> dict[str, Any]:
         """A summary: name, parameters, cost and (where defined) the (1-alpha) half-width."""
         out: dict[str, Any] = {"mechanism": self.name, "cost": str(self.cost)}
-        for key, value in vars(self).items():
+        # the parameters: a dataclass's fields (not what its cached properties have stored
+        # in its __dict__, which depends on what was asked before)
+        keys = ([f.name for f in dataclasses.fields(self)] if dataclasses.is_dataclass(self)
+                else list(vars(self)))
+        for key in keys:
             if not key.startswith("_"):
-                out[key] = value
+                out[key] = getattr(self, key)
         accuracy = getattr(self, "accuracy", None)
         if accuracy is not None:
             a = as_alpha(alpha)

@@ -401,9 +401,16 @@ def _geometric_exp1(m: int) -> np.ndarray:
 # -- discrete Laplace -----------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)  # a mechanism's scale, validated once
 def _scale_parts(scale: object, name: str = "scale") -> tuple[int, int]:
+    if type(scale) is Fraction:  # a mechanism's own scale: validated once per value
+        return _fraction_parts(scale, name)
     s = exact(scale, name)
+    return s.numerator, s.denominator
+
+
+@functools.lru_cache(maxsize=256)
+def _fraction_parts(scale: Fraction, name: str) -> tuple[int, int]:
+    s = exact(scale, name)  # (equal Fractions are the same value: the cache cannot confuse)
     return s.numerator, s.denominator
 
 

@@ -47,7 +47,7 @@ from ..core.relations import AddRemove, ChangeOne, PersonLevel, Relation
 from .aggregates import Atom, Measure, MeasureRole, atom_for
 from .analysis import Analyzer, Bounds
 from .catalog import Catalog, TableInfo
-from .expr import Agg, Col, Compare, Expr, walk
+from .expr import Agg, Col, Compare, Expr, depth, walk
 from .plan import Filter, Join, QueryPlan, Scan
 from .plan import Relation as PlanRelation
 from .relational import EnginePlan, Histogram, Quantized, Term
@@ -135,10 +135,41 @@ class CompiledQuery:
         return "\n".join(lines)
 
 
+#: the deepest expression a query may hold, in levels of nesting: far beyond what analysts
+#: write, and shallow enough for every stage that walks a plan recursively (the analysis, the
+#: certificate and its re-check, SQL generation, hashing) to stay within Python's recursion
+#: limit, so that a query is refused here, before any charge, rather than fail after one
+MAX_DEPTH = 100
+
+
 def compile_query(plan: QueryPlan, catalog: Catalog, *, options: CompileOptions | None = None,
                   text: str | None = None) -> CompiledQuery:
     """Compile a plan against the catalog's metadata (never its private data)."""
+    deepest = max((depth(e) for e in _expressions(plan)), default=0)
+    if deepest > MAX_DEPTH:
+        raise UnsupportedQueryError(
+            f"an expression nested {deepest} levels deep (at most {MAX_DEPTH})",
+            remedy="write it with fewer levels: a long sum of terms can be split into "
+                   "several outputs added together after release, and AND/OR lists, IN "
+                   "lists and BIN edges nest nothing")
     return _Compiler(plan, catalog, options or CompileOptions(), text).run()
+
+
+def _expressions(plan: QueryPlan) -> list[Expr]:
+    """Every expression of a plan: outputs, keys, HAVING, ORDER BY, WHERE and join keys."""
+    out = [o.expr for o in plan.outputs] + [k.expr for k in plan.group_by]
+    out += [k.expr for k in plan.order_by] + ([plan.having] if plan.having is not None else [])
+    rel = plan.relation
+    stack = [rel]
+    while stack:
+        r = stack.pop()
+        if isinstance(r, Filter):
+            out.append(r.predicate)
+            stack.append(r.input)
+        elif isinstance(r, Join):
+            out += [x for pair in r.on for x in pair]
+            stack.append(r.left)
+    return out
 
 
 def dataset_relation(info: TableInfo) -> tuple[Relation, bool]:

@@ -24,7 +24,7 @@ from typing import Any
 __all__ = [
     "Expr", "Col", "Lit", "Compare", "InList", "Between", "And", "Or", "Not", "IsNull",
     "Case", "Arith", "Neg", "Bin", "WidthBucket", "Agg", "KeyRef", "Func",
-    "COMPARISONS", "AGGREGATES", "FUNCTIONS", "walk",
+    "COMPARISONS", "AGGREGATES", "FUNCTIONS", "walk", "depth",
 ]
 
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
@@ -100,6 +100,21 @@ class Expr:
 
     def __str__(self) -> str:
         return self.sql()
+
+
+def depth(expr: Expr) -> int:
+    """The number of levels of an expression tree (a column or a constant is one), counted
+    without recursion.
+
+    >>> depth(Col("x")), depth(Neg(Neg(Col("x"))))
+    (1, 3)
+    """
+    deepest, stack = 0, [(expr, 1)]
+    while stack:
+        e, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in e.children())
+    return deepest
 
 
 def walk(expr: Expr) -> Iterator[Expr]:

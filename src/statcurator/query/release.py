@@ -311,7 +311,9 @@ _COUNT_NONE = operator.methodcaller("count", None)
 
 def _nones(v: Any) -> int:
     """How many None values ``v`` holds (nested lists, tuples and dicts; subclasses of them
-    are values): one loop over a stack, no call per value.
+    are values): one loop over a stack, no call per value. A container that holds itself
+    would never end; :meth:`Release.to_json` calls this only after orjson has written the
+    value, which refuses such a cycle.
 
     >>> _nones([None, {"a": None, "b": [1, None, (None,)]}, "null", 0.0])
     4

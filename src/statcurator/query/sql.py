@@ -36,6 +36,7 @@ statcurator.core.errors.UnsupportedQueryError: SELECT * (row-level output) is no
 
 from __future__ import annotations
 
+import logging
 import math
 from fractions import Fraction
 from typing import Any
@@ -65,7 +66,7 @@ from .expr import (
 from .plan import Filter, GroupKey, Join, OrderKey, Output, QueryPlan, Relation, Scan
 from .scope import Scope, agg_name, key_refs, unique_names
 
-__all__ = ["parse_sql", "SUPPORTED_AGGREGATES"]
+__all__ = ["parse_sql", "quiet_parser_warnings", "SUPPORTED_AGGREGATES"]
 
 SUPPORTED_AGGREGATES = ("COUNT(*)", "COUNT(x)", "COUNT(DISTINCT x)", "SUM",
                         "SUM(DISTINCT x)", "AVG", "VARIANCE", "VAR", "VAR_SAMP", "VAR_POP",
@@ -88,23 +89,56 @@ def _refuse(construct: str, remedy: str) -> UnsupportedQueryError:
     return UnsupportedQueryError(f"{construct} is not supported in a DP query", remedy=remedy)
 
 
+#: what sqlglot logs before statcurator refuses SQL it cannot read (the refusal says it,
+#: with a remedy): the messages :func:`quiet_parser_warnings` drops
+_PARSER_NOISE = ("Falling back to parsing as a 'Command'", "Byte strings are not supported")
+
+
+class _ParserNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(n in message for n in _PARSER_NOISE)
+
+
+def quiet_parser_warnings() -> None:
+    """Drop sqlglot's log warnings that come before a refusal of unreadable SQL, and only
+    those (its other warnings, such as a lossy translation, still show). For applications
+    (the command line, the service), which own the process's logging; once per process.
+
+    >>> quiet_parser_warnings(); quiet_parser_warnings()
+    >>> sum(isinstance(f, _ParserNoise) for f in logging.getLogger("sqlglot").filters)
+    1
+    """
+    log = logging.getLogger("sqlglot")
+    if not any(isinstance(f, _ParserNoise) for f in log.filters):
+        log.addFilter(_ParserNoise())
+
+
 def parse_sql(text: str, catalog: Catalog) -> QueryPlan:
     """Parse one SQL statement into a :class:`QueryPlan`, or refuse it with the reason."""
     import sqlglot
     from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
+    from sqlglot.errors import SqlglotError
 
     if not isinstance(text, str) or not text.strip():
         raise UnsupportedQueryError("the query is empty", remedy="write SELECT ... FROM table")
+    # what sqlglot raises on text it cannot read: its own errors (a string or a name left
+    # open is a TokenError), and — on some malformed input — a TypeError from inside its
+    # parser, or a RecursionError when brackets nest hundreds deep
+    unreadable = (SqlglotError, TypeError, RecursionError)
     try:
         statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
-    except (ParseError, TokenError) as e:  # TokenError: a string or name left open, say
+    except unreadable as e:
         # T-SQL's SELECT TOP n and [bracketed] names: the one other spelling analysts bring
         # (sqlglot reads TOP n as LIMIT n); anything else is reported against DuckDB's SQL
         try:
             statements = [s for s in sqlglot.parse(text, read="tsql") if s is not None]
-        except (ParseError, TokenError):
-            msg = str(e).splitlines()[0]
+        except unreadable:
+            msg = (str(e).splitlines() or [type(e).__name__])[0]
+            if isinstance(e, RecursionError):
+                msg = "brackets are nested too deeply"
+            elif not isinstance(e, SqlglotError):
+                msg = "the SQL parser cannot read it"
             raise UnsupportedQueryError(
                 f"cannot parse the query: {msg}",
                 remedy="check the SQL syntax (a quote inside a string is written twice: "
@@ -113,7 +147,12 @@ def parse_sql(text: str, catalog: Catalog) -> QueryPlan:
         raise UnsupportedQueryError(f"got {len(statements)} statements",
                                     remedy="send exactly one SELECT statement")
     tree = statements[0]
-    return _Converter(catalog, exp).select(tree)
+    try:
+        return _Converter(catalog, exp).select(tree)
+    except RecursionError:
+        raise UnsupportedQueryError("the query's expressions are nested too deeply",
+                                    remedy="write the condition with fewer levels of "
+                                           "brackets (AND/OR lists need none)") from None
 
 
 class _Converter:

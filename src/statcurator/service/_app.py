@@ -8,7 +8,6 @@ functions (FastAPI runs them in its thread pool): the Curator's calls block.
 
 
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from ..core.errors import StatcuratorError
+from ..query.sql import quiet_parser_warnings
 from ._core import CuratorService, jsonable
 from ._problems import PROBLEM_TYPE, TooLarge, Unauthorized, problem
 from ._store import Principal
@@ -118,7 +118,7 @@ def create_app(service: CuratorService) -> FastAPI:
     """The FastAPI app serving ``service`` (API under ``/v1``, console at ``/``)."""
     # sqlglot's warnings before a refusal of unreadable SQL (the problem response says it,
     # with a remedy) would fill the server's log with analysts' text
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    quiet_parser_warnings()
     config = service.config
     app = FastAPI(
         title="statcurator", version=__version__,
