@@ -165,7 +165,7 @@ class Analyzer:
     def _comparable(a: str, b: str, e: Expr) -> None:
         if "null" in (a, b) or a == b or (a in NUMERIC and b in NUMERIC):
             return
-        raise UnsupportedQueryError(f"cannot compare a {a} with a {b} in {e.sql()}",
+        raise UnsupportedQueryError(f"cannot compare {_a(a)} {a} with {_a(b)} {b} in {e.sql()}",
                                     remedy="compare values of the same type "
                                            "(quote strings, leave numbers unquoted)")
 
@@ -314,3 +314,12 @@ def _coerce(v: Any, kind: str, column: str) -> Any:
     raise UnsupportedQueryError(
         f"category {v!r} of column {column!r} does not fit its type {kind}",
         remedy="list categories of the column's type in its metadata")
+
+
+def _a(kind: str) -> str:
+    """The article of a kind's name ("an integer", "a string").
+
+    >>> _a("integer"), _a("string")
+    ('an', 'a')
+    """
+    return "an" if kind[:1] in "aeiou" else "a"
