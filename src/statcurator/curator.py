@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import uuid
 import warnings
@@ -350,21 +351,19 @@ class Curator:
         shape = shape_of(text)
         skey = None if shape is None else (version, shape.key)
         entry = None if skey is None else self._shapes.get(skey)
-        if isinstance(entry, tuple):
-            assert shape is not None
+        if shape is not None and isinstance(entry, tuple):
             learnt, template = entry
             plan = learnt.plan_for(shape)
             if plan is not None:
                 query = Query(self, plan, text, template=(template, learnt.paths))
         if query is None:
             query = Query(self, parse_sql(text, self.catalog), text)
-            if skey is not None and (entry is None or entry is _SEEN):
+            if shape is not None and skey is not None and (entry is None or entry is _SEEN):
                 if len(self._shapes) > 256:
                     self._shapes.clear()
                 if entry is None:
                     self._shapes[skey] = _SEEN
                 else:  # seen before: learn which of its constants are free
-                    assert shape is not None
                     learnt = learn(shape, text, query.plan,
                                    lambda t: parse_sql(t, self.catalog))
                     self._shapes[skey] = (learnt, query) if learnt.free else _FIXED
@@ -578,12 +577,10 @@ class Query:
         self._template, self._paths = template if template is not None else (None, ())
         self._derived_from: Any = None
 
+    @functools.cached_property
     def _plan_sql(self) -> str:
         """The plan rendered as SQL (once: the plan is immutable)."""
-        text = self.__dict__.get("_plan_text")
-        if text is None:
-            text = self.__dict__["_plan_text"] = self.plan.sql()
-        return text
+        return self.plan.sql()  # type: ignore[no-any-return]
 
     @property
     def query_text(self) -> str:
@@ -857,7 +854,7 @@ class Query:
         cq = bound.compiled
         noisy.nonnegative = bool(nonnegative)
         provenance = {
-            "query": self.query_text, "plan": self._plan_sql(), "dataset": cq.table,
+            "query": self.query_text, "plan": self._plan_sql, "dataset": cq.table,
             "analyst": analyst_id(analyst), "request_id": rid,
             "engine": self.curator.engine.name,
             "released_at": datetime.now(UTC).isoformat(timespec="seconds"),

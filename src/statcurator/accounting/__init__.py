@@ -29,8 +29,8 @@ from ._memory import MemoryBackend
 from ._sqlite import SQLiteBackend
 
 __all__ = ["Ledger", "Charge", "BudgetStatus", "Accountant", "LedgerBackend", "LedgerEntry",
-           "MemoryBackend", "SQLiteBackend", "PostgresBackend", "Verification", "ENTRY_TYPES", "KEY_ENV",
-           "analyst_id", "NoBudgetError", "AnswerLostError", "LedgerTamperedError"]
+           "MemoryBackend", "SQLiteBackend", "PostgresBackend", "Verification", "ENTRY_TYPES",
+           "KEY_ENV", "analyst_id", "NoBudgetError", "AnswerLostError", "LedgerTamperedError"]
 
 
 def __getattr__(name: str) -> object:  # PostgresBackend imports psycopg only when it is asked for

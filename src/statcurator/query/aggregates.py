@@ -29,6 +29,7 @@ STDDEV use interval arithmetic over three intervals at α/3. Quantiles have no v
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -353,24 +354,22 @@ class Mean(Atom):
         q, idx = cls._parts(ctx, agg, name)
         return cls(agg, name, tuple(idx), q)
 
+    @functools.cached_property
     def _range(self) -> tuple[Fraction, Fraction]:
         """The declared bounds of the clamped input (computed once: the atom is frozen)."""
-        cached = self.__dict__.get("_bounds")
-        if cached is None:
-            q = self.quantized
-            assert q is not None
-            cached = self.__dict__["_bounds"] = (q.lq * q.scale, q.uq * q.scale)
-        return cached
+        q = self.quantized
+        assert q is not None
+        return q.lq * q.scale, q.uq * q.scale
 
     def point(self, v: Sequence[Any]) -> Any:
-        lo, hi = self._range()
+        lo, hi = self._range
         if self.fixed_rows:
             return _clamp((lo + hi) / 2 + _frac(v[0]) / self.fixed_rows, lo, hi)
         n = max(_frac(v[0]), Fraction(1))
         return _clamp((lo + hi) / 2 + _frac(v[1]) / n, lo, hi)
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
-        lo, hi = self._range()
+        lo, hi = self._range
         if self.fixed_rows:
             c = (lo + hi) / 2 + _frac(v[0]) / self.fixed_rows
             d = hs[0] / self.fixed_rows
@@ -387,7 +386,7 @@ class Mean(Atom):
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
         if not rows:
             return None
-        lo, hi = self._range()
+        lo, hi = self._range
         half = float((hi - lo) / 2)
         if self.fixed_rows:
             return min(hs[0] / self.fixed_rows, half)
@@ -418,7 +417,7 @@ class Variance(Mean):
                    sqrt=agg.func.startswith("stddev"))
 
     def point(self, v: Sequence[Any]) -> Any:
-        lo, hi = self._range()
+        lo, hi = self._range
         half = (hi - lo) / 2
         n = max(_frac(v[0]), Fraction(1))
         var = _frac(v[2]) / n - (_frac(v[1]) / n) ** 2
@@ -430,7 +429,7 @@ class Variance(Mean):
         return sqrt_fraction(var) if self.sqrt else var
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
-        lo, hi = self._range()
+        lo, hi = self._range
         half = (hi - lo) / 2
         x = [_frac(a) for a in v]
         n_iv = (x[0] - hs[0], x[0] + hs[0])
@@ -458,7 +457,7 @@ class Variance(Mean):
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
         if not rows:
             return None
-        lo, hi = self._range()
+        lo, hi = self._range
         half = float((hi - lo) / 2)
         h_count, h_sum, h_sq = hs
         bound = min((h_sq + 2 * half * h_sum + 2 * half * half * h_count)

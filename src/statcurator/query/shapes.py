@@ -302,7 +302,7 @@ def _free_path(text: str, shape: Shape, i: int, slot: Slot, plan: QueryPlan,
         if path is not None and lit_path != path:
             return None
         path = lit_path
-    return None if path is None else path[:-1] + ("value",)
+    return path  # (it ends at the literal's value: _in_where holds it to that)
 
 
 def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ...]) -> None:
