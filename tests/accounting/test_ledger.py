@@ -530,10 +530,41 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     conn.set_trace_callback(None)
     assert len(charge_statements) <= 3, charge_statements
     assert [s.split()[0] for s in charge_statements] == ["SELECT", "INSERT"]
-    # the answer is written without an fsync: two PRAGMAs switch that (no I/O) around it
+    # the answer is written without an fsync: two PRAGMAs switch that (no I/O) around it;
+    # and without a read: it goes right after its charge, the head this object wrote
     answer_io = [s for s in answer_statements if not s.startswith("PRAGMA synchronous")]
-    assert len(answer_io) <= 2 and len(replay_statements) == 1
+    assert [s.split()[0] for s in answer_io] == ["INSERT"] and len(replay_statements) == 1
     led.close()
+
+
+def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Store):
+    """An answer is appended at the position after the last row its ledger object knows,
+    without reading first; when another process has appended since, that position is taken,
+    and the answer is written after a read instead: the chain stays whole."""
+    mine, other = persistent_store.open(), persistent_store.open()
+    _fund(mine).set_budget("alice", "adult", PureDP(1))
+    _charge(mine, "r1", PureDP(Fraction(1, 10)))
+    reads: list[object] = []
+    real = mine.backend.state
+
+    def counted(*a):
+        reads.append(a)
+        return real(*a)
+
+    mine.backend.state = counted  # type: ignore[method-assign]
+    mine.store_answer("alice", "r1", "first")
+    assert reads == []                                         # no other writer: no read
+    _charge(mine, "r2", PureDP(Fraction(1, 10)))
+    reads.clear()
+    other.set_budget("bob", "adult", PureDP(1))                # another process writes
+    _charge(other, "x", PureDP(Fraction(1, 10)), analyst="bob")  # two rows after r2
+    mine.store_answer("alice", "r2", "second")
+    assert len(reads) == 1                                     # the position was taken
+    assert [e.type for e in mine.entries()][-4:] == ["charge", "grant", "charge", "answer"]
+    assert mine.replay("alice", "r2") == other.replay("alice", "r2") == "second"
+    assert mine.verify().rows == other.verify().rows == 9
+    mine.close()
+    other.close()
 
 
 # -- invalid parameters leave the ledger untouched -------------------------------------------

@@ -167,7 +167,9 @@ class Ledger:
         self._key = _resolve_key(key)
         self._timeout = float(getattr(self._backend, "timeout", 30.0))
         self._lock = _LedgerLock()
-        self._pending: set[tuple[str, str]] = set()
+        #: (analyst, request id) -> dataset of the charges this object made whose answer is
+        #: not stored yet
+        self._pending: dict[tuple[str, str], str] = {}
         self._seen = 0
         #: rows whose hash was checked (or that this object sealed), by position: a row read
         #: again unchanged is not hashed again (a changed one is: it no longer equals this)
@@ -394,7 +396,7 @@ class Ledger:
             outcome = self._write(analyst, dataset, request_id, build, alongside)
             if isinstance(outcome, Charge):
                 return outcome
-            self._pending.add((analyst, request_id))
+            self._pending[(analyst, request_id)] = dataset
         return Charge(request_id, analyst, dataset, loss, query, mechanism,
                       datetime.fromisoformat(outcome.at), outcome.seq)
 
@@ -472,8 +474,9 @@ class Ledger:
                     "request_id": request_id, "payload": payload}
 
         with self._lock:
-            self._write(analyst, None, request_id, build)
-            self._pending.discard(key)
+            if not self._answer_at_head(key, payload):
+                self._write(analyst, None, request_id, build)
+            self._pending.pop(key, None)
 
     def answer(self, analyst: str, request_id: str) -> str | None:
         """The answer stored for ``analyst``'s ``request_id``, or ``None``.
@@ -725,6 +728,30 @@ class Ledger:
             self._seen = max(self._seen, row.seq)  # another thread may have read further
             self._remember(row)
             return row
+
+    def _answer_at_head(self, key: tuple[str, str], payload: str) -> bool:
+        """Append the answer of a charge this object made (still pending) right after the
+        last row it wrote or read, without reading the ledger first; False (nothing
+        appended) when that row is unknown or another writer has appended since.
+
+        Nothing needs reading: the charge exists and has no answer (only the object that
+        made a charge stores its answer, once), and the row's position is unique in every
+        backend, so the append succeeds only if the remembered row is still the head. Any
+        other outcome falls back to :meth:`_write` (read, decide, append)."""
+        dataset = self._pending.get(key)
+        head = self._checked.get(self._seen)
+        if dataset is None or head is None:
+            return False
+        row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
+                          analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
+        row = _seal(row, digest(row, self._key))
+        try:
+            self._append(row, None)
+        except ChainConflict:
+            return False
+        self._seen = max(self._seen, row.seq)
+        self._remember(row)
+        return True
 
     def _append(self, row: LedgerEntry, work: Callable[[], object] | None) -> None:
         """Append ``row`` and run ``work`` (if any) without the ledger's lock, so that

@@ -317,6 +317,13 @@ def _suggest_alpha(rho: float, log_inv_delta: float) -> float | None:
 def _fmt(x: Fraction) -> str:
     if x.denominator == 1:
         return str(x.numerator)
+    return _fmt_ratio(x)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fmt_ratio(x: Fraction) -> str:
+    # cached: the same few ε, δ and ρ are shown again and again (in every release's
+    # certificate), and the float round trip reads a string as a Fraction
     f = float(x)
     return f"{f:.6g}" if Fraction(repr(f)) != x else repr(f)
 

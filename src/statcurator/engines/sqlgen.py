@@ -15,7 +15,10 @@ DuckDB's widen to HUGEINT. The statement has the shape::
                                        n..)) per unit <= max_rows]
     SELECT k0.., COUNT(*), SUM(q0), COUNT(q1), SUM(q1), ... FROM __sc_bnd GROUP BY k0..
 
-and one more statement per histogram: ``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
+Without contribution bounding there is nothing to rank, and ``__sc_src`` is a subquery in
+``FROM`` instead of a CTE (``SELECT k0.., COUNT(*), ... FROM (SELECT ...) AS __sc_src GROUP
+BY k0..``), which DuckDB plans a little faster. There is one more statement per histogram:
+``SELECT k0.., bin, COUNT(*) ... GROUP BY k0.., bin``.
 A centred term (``SUM(2q - c)``, and its squares) is returned as its raw moments
 ``COUNT(q)``, ``SUM(q)`` (and ``SUM(q*q)``), columns ``t<i>_0, t<i>_1, ..``, which
 :func:`~statcurator.engines.base.result_from_rows` combines with exact integer algebra:
@@ -411,11 +414,16 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
                 preds.append(_key_filter(expr_tree(k.expr), vals))
     src = _select(cols, frm, joins=joins,
                   where=(_and(preds) if len(preds) > 1 else preds[0]) if preds else None)
-    ctes: list[tuple[str, exp.Expression]] = [(_SRC, src)]
-    source: exp.Expression = _named(_SRC)
+    # Without contribution bounding the source is read once: a subquery in FROM, which
+    # DuckDB plans faster than the same SELECT as a CTE (0.03 ms of a small query's 0.7)
+    ctes: list[tuple[str, exp.Expression]] = []
+    source: exp.Expression = exp.Subquery(this=src, alias=exp.TableAlias(
+        this=exp.Identifier(this=_SRC)))
     keys = [f"k{i}" for i in range(len(plan.keys))]
     b = plan.bounding
     if b is not None:
+        ctes.append((_SRC, src))
+        source = _named(_SRC)
         real = plan.real_keys or (False,) * len(keys)
         ktext = [_field_text(_ref(k), r) for k, r in zip(keys, real, strict=True)]
         unit = _field_text(_ref("__u"), plan.real_unit)
@@ -451,6 +459,8 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
         aggs = [exp.alias_(exp.Count(this=exp.Star()), "t_")]
 
     def with_ctes(stmt: exp.Select, share: bool) -> exp.Select:
+        if not ctes:
+            return stmt
         stmt.set("with_", exp.With(expressions=[
             exp.CTE(this=body if share else body.copy(),
                     alias=exp.TableAlias(this=exp.Identifier(this=name)))
@@ -707,7 +717,7 @@ def plan_template(plan: EnginePlan, names: dict[str, str] | None = None,
     >>> from statcurator.query.plan import Scan
     >>> main, hists, salted = plan_template(EnginePlan(Scan("t", "t"), (), (), None, ()))
     >>> salted, main
-    (False, 'WITH __sc_src AS (SELECT 1 AS __one FROM "t" AS "t") SELECT COUNT(*) AS t_ FROM __sc_src')
+    (False, 'SELECT COUNT(*) AS t_ FROM (SELECT 1 AS __one FROM "t" AS "t") AS __sc_src')
     """
     main, hists = _texts(plan, tuple(sorted((names or {}).items())), dialect)
     quoted = f"'{_SALT_TOKEN}'"

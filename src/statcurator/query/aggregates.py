@@ -361,17 +361,23 @@ class Mean(Atom):
         assert q is not None
         return q.lq * q.scale, q.uq * q.scale
 
+    @functools.cached_property
+    def _mid(self) -> Fraction:
+        """The midpoint of the bounds, about which the sum is centred."""
+        lo, hi = self._range
+        return (lo + hi) / 2
+
     def point(self, v: Sequence[Any]) -> Any:
         lo, hi = self._range
         if self.fixed_rows:
-            return _clamp((lo + hi) / 2 + _frac(v[0]) / self.fixed_rows, lo, hi)
+            return _clamp(self._mid + _frac(v[0]) / self.fixed_rows, lo, hi)
         n = max(_frac(v[0]), Fraction(1))
-        return _clamp((lo + hi) / 2 + _frac(v[1]) / n, lo, hi)
+        return _clamp(self._mid + _frac(v[1]) / n, lo, hi)
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
         lo, hi = self._range
         if self.fixed_rows:
-            c = (lo + hi) / 2 + _frac(v[0]) / self.fixed_rows
+            c = self._mid + _frac(v[0]) / self.fixed_rows
             d = hs[0] / self.fixed_rows
             return (_clamp(c - d, lo, hi), _clamp(c + d, lo, hi))
         x = [_frac(a) for a in v]
@@ -380,7 +386,7 @@ class Mean(Atom):
             return (lo, hi)
         ratio = iv_div((x[1] - hs[1], x[1] + hs[1]), n_iv)
         assert ratio is not None
-        mid = (lo + hi) / 2
+        mid = self._mid
         return (_clamp(mid + ratio[0], lo, hi), _clamp(mid + ratio[1], lo, hi))
 
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:

@@ -51,8 +51,9 @@ from ..core.measurement import Measurement, Transformation
 from ..core.measures import ZCDP, PrivacyLoss, PureDP
 from ..core.numbers import exact, exact_probability, round_down, sqrt_bounds
 from ..core.relations import AbsoluteDistance, L1Distance, L2Distance, LInfDistance
-from ..mechanisms import GaussianMechanism, LaplaceMechanism
+from ..mechanisms import GaussianMechanism, LaplaceMechanism, samplers
 from ..mechanisms._base import to_grid_units
+from ..mechanisms.laplace import VectorLaplaceMechanism
 from .aggregates import Measure, MeasureRole, Quantile
 from .compiler import CompiledQuery, weigh
 from .postprocess import NoisyAnswer
@@ -534,6 +535,8 @@ def _release_grid(scale: Fraction) -> Fraction:
 #: vectorized int64 arithmetic accepts: an error raised only for some data would release a
 #: bit of the data with no noise at all.
 _MAX_UNITS = 2**61
+#: grouped counts of at most this many groups are released without numpy's fixed costs
+_SMALL_VECTOR = 64
 
 
 def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[list[Any]]:
@@ -543,6 +546,13 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
         return [[] for _ in range(n)]
     if n == 1 and not vector:  # one scalar release: exact Python numbers, no numpy batch
         return [[_noisy_scalar(obj, raw[0], m)]]
+    if n == 1 and len(raw) <= _SMALL_VECTOR and type(obj) is VectorLaplaceMechanism \
+            and obj.grid is None and m.value_scale == 1 and all(type(r) is int for r in raw):
+        # a few grouped counts: the mechanism's release in Python integers (the same clamp,
+        # the same single draw of len(raw) noise units; a test holds them equal)
+        noise = np.asarray(samplers.discrete_laplace(obj.noise_scale, len(raw))).tolist()
+        return [[min(max(r, -_MAX_UNITS), _MAX_UNITS) + z
+                 for r, z in zip(raw, noise, strict=True)]]
     if obj.grid is None and m.value_scale == 1:  # counts: int64 all the way (the common case)
         try:
             ints = np.asarray(raw, dtype=np.int64)

@@ -73,6 +73,8 @@ class NoisyAnswer:
         self.atom_index = {a.agg: a for a in atoms}
         self._halfwidth = halfwidth
         self._h: dict[tuple[int, float], Fraction] = {}
+        #: id(expression) -> (it, its aggregates): asked once, not once per group
+        self._aggs: dict[int, tuple[Expr, tuple[Agg, ...]]] = {}
         #: post-processing: counts (and their intervals) clamped at 0
         self.nonnegative = False
 
@@ -169,8 +171,14 @@ class NoisyAnswer:
             return apply_function(e.name, [float(a) for a in args])
         raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
 
+    def _aggregates(self, e: Expr) -> tuple[Agg, ...]:
+        hit = self._aggs.get(id(e))
+        if hit is None or hit[0] is not e:
+            hit = self._aggs[id(e)] = (e, e.aggregates())
+        return hit[1]
+
     def interval(self, e: Expr, g: int, alpha: float) -> Interval | None:
-        aggs = e.aggregates()
+        aggs = self._aggregates(e)
         if not aggs:
             return None
         if isinstance(e, Agg):
@@ -215,7 +223,7 @@ class NoisyAnswer:
         """Column names, the table column by column, and which outputs are noisy."""
         plan = self.plan
         outputs = plan.outputs
-        noisy = [bool(o.expr.aggregates()) for o in outputs]
+        noisy = [bool(self._aggregates(o.expr)) for o in outputs]
         groups = list(range(len(self.keys)))
         if plan.having is not None:
             groups = [g for g in groups if self.point(plan.having, g) is True]
