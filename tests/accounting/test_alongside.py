@@ -17,6 +17,7 @@ from fractions import Fraction
 import pytest
 
 from statcurator.accounting import Ledger
+from statcurator.accounting._backend import ChainConflict
 from statcurator.core.errors import BudgetExceededError
 from statcurator.core.measures import PureDP
 
@@ -272,3 +273,67 @@ def test_a_charge_from_a_thread_outliving_the_main_thread_still_works(tmp_path):
     assert "charged [1]" in done.stdout
     with Ledger(tmp_path / "l.db") as led:
         assert [c.request_id for c in led.charges()] == ["late"]
+
+
+def test_a_charge_finishing_never_frees_the_connection_under_another_threads_append(
+        tmp_path, monkeypatch):
+    """Two threads charge one Ledger object side by side. The first one's work ends while the
+    second one's row is still being appended on the writer thread, and the first one's own
+    row lost its place to another writer: no thread may use the backend until the second
+    append is done — neither the first, reading the state again, nor a third. (The first
+    once cleared the second thread's in-flight marker and re-took the lock without waiting:
+    threads then used the shared SQLite connection in the middle of the append, and a
+    charge could return without its row.)"""
+    led = _funded(Ledger(tmp_path / "l.db"))
+    led.set_budget("bob", "adult", PureDP(1))
+    backend = led.backend
+    busy: list[str] = []        # the backend call in progress
+    overlaps: list[str] = []    # calls made while another was in progress
+    lost: list[int] = []
+    second_in, second_go, first_go, second_done = (threading.Event() for _ in range(4))
+    real_append, real_state = backend.append, backend.state
+
+    def guarded(name, call, *args):
+        if busy:
+            overlaps.append(f"{name} during {busy[0]}")
+        busy.append(name)
+        try:
+            return call(*args)
+        finally:
+            busy.remove(name)
+
+    def append(entry):
+        def slow_second():
+            if entry.request_id == "first" and not lost:
+                lost.append(entry.seq)    # another process took the first row's place:
+                raise ChainConflict("taken")  # it reads the state again, then appends
+            if entry.request_id == "second":
+                second_in.set()
+                assert second_go.wait(10)
+            real_append(entry)
+        guarded(f"append {entry.request_id}", slow_second)
+
+    monkeypatch.setattr(backend, "append", append)
+    monkeypatch.setattr(backend, "state", lambda *a: guarded("state", real_state, *a))
+    threads = [threading.Thread(target=_charge, args=(led, "first"),
+                                kwargs={"alongside": lambda: first_go.wait(10)}),
+               threading.Thread(target=_charge, args=(led, "second"),
+                                kwargs={"analyst": "bob",
+                                        "alongside": lambda: second_done.wait(10)})]
+    threads[0].start()
+    time.sleep(0.2)                       # the first charge's work is running
+    threads[1].start()
+    assert second_in.wait(10)             # the second charge's row is being appended
+    first_go.set()                        # while its work runs, the first charge's ends
+    time.sleep(0.2)
+    third = threading.Thread(target=led.status, args=("alice", "adult"))
+    third.start()                         # a third thread reads a budget
+    time.sleep(0.2)
+    second_go.set()                       # the second append completes
+    second_done.set()                     # and then the second charge's work
+    for t in (*threads, third):
+        t.join(10)
+    assert overlaps == [] and lost
+    assert sorted(c.request_id for c in led.charges()) == ["first", "second"]
+    led.verify()
+    led.close()

@@ -88,6 +88,84 @@ def test_a_deleted_row_is_detected(persistent_store: Store, monkeypatch):
         assert [c.request_id for c in trusting.charges()] == ["r2"]
 
 
+def test_rows_cut_under_an_open_ledger_stop_it_even_when_it_stores_an_answer(
+        persistent_store: Store):
+    """The newest rows are cut while a ledger object is open, with a charge of its own
+    awaiting its answer: storing that answer (written without a read when nothing changed)
+    and every later charge refuse service; nothing is appended after the cut, so the
+    budget spent before it cannot be spent again."""
+    led = persistent_store.open()
+    led.set_dataset_budget("adult", PureDP(10))
+    led.set_budget("alice", "adult", PureDP(1))
+
+    def charge(rid: str):
+        return led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id=rid,
+                          query="q", mechanism="m")
+
+    charge("r0")
+    led.store_answer("alice", "r0", "a0")
+    charge("r1")                                   # rows 4, 5, 6; r1 awaits its answer
+    persistent_store.rewrite("DELETE FROM ledger WHERE seq >= 4")
+    with pytest.raises(LedgerTamperedError, match="shrank from 6 rows to 3"):
+        led.store_answer("alice", "r1", "a1")
+    with pytest.raises(LedgerTamperedError, match="shrank"):
+        charge("r2")
+    assert [seq for (seq,) in persistent_store.sql("SELECT seq FROM ledger")] == [1, 2, 3]
+    led.close()
+
+
+def test_an_answer_is_inserted_without_a_read_only_after_its_own_head(store: Store):
+    """The backends' append_after: an answer goes in only if the row before it is the
+    last row, with the hash the answer links to, and the answer's charge exists (on its
+    dataset); otherwise nothing is written. (The ledger then reads, checks and decides.)"""
+    led = store.open()
+    led.set_dataset_budget("adult", PureDP(10))
+    led.set_budget("alice", "adult", PureDP(1))
+    led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+               mechanism="m")
+    head = list(led.entries())[-1]
+
+    def answer(**change):
+        fields = {"seq": head.seq + 1, "type": "answer", "analyst": "alice",
+                  "dataset": "adult", "request_id": "r1", "payload": "42",
+                  "at": head.at, "prev_hash": head.hash, "hash": "0" * 64, **change}
+        return LedgerEntry(**fields)
+
+    backend = led.backend
+    refused = [answer(seq=head.seq + 2), answer(seq=head.seq), answer(prev_hash="1" * 64),
+               answer(request_id="r2"), answer(dataset="other"), answer(analyst="bob"),
+               answer(type="genesis")]
+    assert [backend.append_after(e) for e in refused] == [False] * len(refused)
+    assert len(list(led.entries())) == head.seq            # nothing was written
+    assert backend.append_after(answer()) is True
+    assert [e.type for e in led.entries()][-2:] == ["charge", "answer"]
+    led.close()
+
+
+def test_an_answer_never_fills_a_gap_cut_into_the_ledger(persistent_store: Store):
+    """Rows were appended after an answer's head, then the first of them was cut: the
+    position after the head is free, but it is not the end of the ledger, and the answer
+    is not written there without a read."""
+    led = persistent_store.open()
+    led.set_dataset_budget("adult", PureDP(10))
+    for who in ("alice", "bob"):
+        led.set_budget(who, "adult", PureDP(1))
+    led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+               mechanism="m")
+    head = list(led.entries())[-1]
+    for rid in ("b1", "b2"):
+        led.charge("bob", "adult", PureDP(Fraction(1, 4)), request_id=rid, query="q",
+                   mechanism="m")
+    persistent_store.rewrite(f"DELETE FROM ledger WHERE seq = {head.seq + 1}")
+    gap = LedgerEntry(seq=head.seq + 1, type="answer", analyst="alice", dataset="adult",
+                      request_id="r1", payload="42", at=head.at, prev_hash=head.hash,
+                      hash="0" * 64)
+    assert led.backend.append_after(gap) is False
+    assert persistent_store.sql(f"SELECT count(*) FROM ledger WHERE seq = {head.seq + 1}") \
+        == [(0,)]
+    led.close()
+
+
 def test_dropped_triggers_refuse_service(persistent_store: Store):
     _spend_all(persistent_store)
     persistent_store.drop_triggers()

@@ -185,6 +185,16 @@ class LedgerBackend(abc.ABC):
         Raises :class:`ChainConflict` when ``entry.seq`` or the (analyst, request id) of a
         charge or answer is already taken."""
 
+    def append_after(self, entry: LedgerEntry) -> bool:
+        """Insert an answer row, in one statement, only if the last row is ``entry.seq - 1``
+        with hash ``entry.prev_hash`` and the charge of (analyst, request id) on the entry's
+        dataset exists; True when inserted, False (nothing written) otherwise. Like
+        :meth:`append` otherwise (atomic, committed on return, :class:`ChainConflict`).
+
+        The ledger stores an answer this way without reading first; a backend that cannot
+        (this default) returns False, and the ledger reads, decides and appends instead."""
+        return False
+
     @abc.abstractmethod
     def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
                 dataset: str | None = None,

@@ -731,13 +731,16 @@ class Ledger:
 
     def _answer_at_head(self, key: tuple[str, str], payload: str) -> bool:
         """Append the answer of a charge this object made (still pending) right after the
-        last row it wrote or read, without reading the ledger first; False (nothing
-        appended) when that row is unknown or another writer has appended since.
+        last row it wrote or read, in one statement and without reading first; False
+        (nothing appended) when that row is unknown, or the backend cannot, or the
+        statement found anything else than expected.
 
-        Nothing needs reading: the charge exists and has no answer (only the object that
-        made a charge stores its answer, once), and the row's position is unique in every
-        backend, so the append succeeds only if the remembered row is still the head. Any
-        other outcome falls back to :meth:`_write` (read, decide, append)."""
+        The statement (:meth:`LedgerBackend.append_after`) inserts only if the remembered
+        row is still the last one, with the same hash (another writer has not appended
+        since; the ledger was not cut back), and the charge is there. Only the object that
+        made a charge stores its answer, once, so no answer exists yet (a unique index
+        refuses a second). Any other outcome falls back to :meth:`_write` (read — with its
+        checks that the ledger did not shrink and its rows are intact — decide, append)."""
         dataset = self._pending.get(key)
         head = self._checked.get(self._seen)
         if dataset is None or head is None:
@@ -746,7 +749,8 @@ class Ledger:
                           analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
         row = _seal(row, digest(row, self._key))
         try:
-            self._append(row, None)
+            if not self._backend.append_after(row):
+                return False
         except ChainConflict:
             return False
         self._seen = max(self._seen, row.seq)
@@ -768,7 +772,8 @@ class Ledger:
             with self._lock.released():
                 work()
             return
-        self._lock.inflight = (os.getpid(), pending)
+        mine = (os.getpid(), pending)
+        self._lock.inflight = mine
         try:
             with self._lock.released():
                 work()
@@ -776,7 +781,11 @@ class Ledger:
             try:
                 failed = _settled(pending)
             finally:
-                self._lock.inflight = None
+                # only its own marker: another thread may have charged meanwhile, and its
+                # row may still be in flight (clearing that one let others use the
+                # connection under it)
+                if self._lock.inflight is mine:
+                    self._lock.inflight = None
         if failed is not None:
             raise failed
 
@@ -930,14 +939,19 @@ class _LedgerLock:
     def __enter__(self) -> _LedgerLock:
         self._lock.acquire()
         self._depth += 1
-        flight = self.inflight
-        if self._depth == 1 and flight is not None and flight[0] == os.getpid():
+        if self._depth == 1:
             try:
-                _settled(flight[1])  # its outcome is the charging thread's to handle
+                self._wait_inflight()
             except BaseException:
                 self.__exit__()
                 raise
         return self
+
+    def _wait_inflight(self) -> None:
+        """Wait (holding the lock) until no row is being appended on the writer thread."""
+        flight = self.inflight
+        if flight is not None and flight[0] == os.getpid():
+            _settled(flight[1])  # its outcome is the charging thread's to handle
 
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1
@@ -956,6 +970,10 @@ class _LedgerLock:
             for _ in range(depth):
                 self._lock.acquire()
                 self._depth += 1
+            if depth:
+                # another thread may have started a charge's append while the lock was
+                # free: this thread may use the connection only once that row is in
+                self._wait_inflight()
 
 
 def _settled(future: Future[None]) -> BaseException | None:

@@ -102,6 +102,18 @@ class MemoryBackend(LedgerBackend):
         with self._lock:
             self._append(_exact(entry))
 
+    def append_after(self, entry: LedgerEntry) -> bool:
+        with self._lock:
+            self._check()
+            rows = self._rows
+            charge = self._ids.get(("charge", entry.analyst, entry.request_id))
+            if (entry.type != "answer" or not rows or rows[-1].seq != entry.seq - 1
+                    or rows[-1].hash != entry.prev_hash or charge is None
+                    or charge.dataset != entry.dataset):
+                return False
+            self._append(_exact(entry))
+            return True
+
     def _append(self, entry: LedgerEntry) -> None:
         self._check()
         if entry.seq <= len(self._rows):

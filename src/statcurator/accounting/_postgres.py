@@ -43,6 +43,7 @@ _COLS = ", ".join(COLUMNS)
 _RATIONAL = r"^[0-9]+/[0-9]*[1-9][0-9]*$"
 _AMOUNT = (r"^(pure:[0-9]+/[0-9]+|approx:[0-9]+/[0-9]+,[0-9]+/[0-9]+|zcdp:[0-9]+/[0-9]+)$")
 _TYPES = ", ".join(f"'{t}'" for t in ENTRY_TYPES)
+_BIGINT = {"seq", "grant_charges", "dataset_charges"}  # the other columns are text
 
 
 def _schema(s: str) -> list[str]:
@@ -206,6 +207,20 @@ class PostgresBackend(LedgerBackend):
     def append(self, entry: LedgerEntry) -> None:
         placeholders = ", ".join(["%s"] * len(COLUMNS))
         self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())
+
+    def append_after(self, entry: LedgerEntry) -> bool:
+        if entry.type != "answer":
+            return False
+        q, at = self._q, {c: f"%(c{i})s" for i, c in enumerate(COLUMNS)}
+        values = ", ".join(f"{at[c]}::{'bigint' if c in _BIGINT else 'text'}" for c in COLUMNS)
+        sql = (f"INSERT INTO {q} ({_COLS}) SELECT {values} "
+               f"WHERE (SELECT max(seq) FROM {q}) = %(head)s "
+               f"AND (SELECT hash FROM {q} WHERE seq = %(head)s) = %(prev)s "
+               f"AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
+               f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
+               f"{at['dataset']}) RETURNING seq")
+        params = {f"c{i}": v for i, v in enumerate(entry.values())}
+        return bool(self._run(sql, {**params, "head": entry.seq - 1, "prev": entry.prev_hash}))
 
     def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
                 dataset: str | None = None,

@@ -95,6 +95,16 @@ _TRIGGERS = {"ledger_append_only_update", "ledger_append_only_delete"}
 
 _COLS = ", ".join(COLUMNS)
 _INSERT = f"INSERT INTO ledger ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})"
+# An answer right after the row its ledger object knows as the head: inserted only if that
+# row is still the last, unchanged, and the answer's charge exists (see append_after).
+_N = len(COLUMNS)
+_AT = {c: f"?{i}" for i, c in enumerate(COLUMNS, 1)}  # the new row's values by column
+_INSERT_AFTER = (
+    f"INSERT INTO ledger ({_COLS}) SELECT {', '.join(_AT.values())} "
+    f"WHERE (SELECT max(seq) FROM ledger) = ?{_N + 1} "
+    f"AND (SELECT hash FROM ledger WHERE seq = ?{_N + 1}) = ?{_N + 2} "
+    f"AND EXISTS (SELECT 1 FROM ledger WHERE type = 'charge' AND analyst = {_AT['analyst']} "
+    f"AND request_id = {_AT['request_id']} AND dataset = {_AT['dataset']})")
 # The state of a charge in one statement; ?1 analyst, ?2 dataset, ?3 request id.
 _STATE = " UNION ALL ".join([
     f"SELECT * FROM (SELECT 'head', {_COLS} FROM ledger ORDER BY seq DESC LIMIT 1)",
@@ -276,6 +286,16 @@ class SQLiteBackend(LedgerBackend):
         return self._path is not None
 
     def append(self, entry: LedgerEntry) -> None:
+        self._insert(entry, _INSERT, entry.values())
+
+    def append_after(self, entry: LedgerEntry) -> bool:
+        if entry.type != "answer":
+            return False
+        return self._insert(entry, _INSERT_AFTER,
+                            (*entry.values(), entry.seq - 1, entry.prev_hash)) == 1
+
+    def _insert(self, entry: LedgerEntry, sql: str, params: tuple[object, ...]) -> int:
+        """Run one INSERT statement (autocommit: its own transaction); the rows inserted."""
         conn = self._connection()
         # An answer is written without waiting for the disk (synchronous=NORMAL): losing it
         # in a power cut costs no privacy (its charge is durable; the replay then says the
@@ -288,7 +308,7 @@ class SQLiteBackend(LedgerBackend):
                 if relaxed:
                     conn.execute("PRAGMA synchronous = NORMAL")
                 try:
-                    conn.execute(_INSERT, entry.values())  # autocommit: one transaction
+                    return int(conn.execute(sql, params).rowcount)
                 finally:
                     if relaxed:
                         conn.execute("PRAGMA synchronous = FULL")

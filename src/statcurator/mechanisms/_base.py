@@ -36,7 +36,7 @@ from ..core.numbers import (
 )
 from ..core.relations import AbsoluteDistance
 
-__all__ = ["Mechanism", "to_grid_units", "grid_sensitivity", "dyadic_exponent",
+__all__ = ["Mechanism", "add_units", "to_grid_units", "grid_sensitivity", "dyadic_exponent",
            "array_to_grid_units", "from_grid_units", "dlap_tail", "dlap_halfwidth",
            "dgauss_tail", "dgauss_halfwidth", "check_distance", "distance", "as_alpha",
            "smallest_integer"]
@@ -208,6 +208,23 @@ def _generic_to_grid(arr: np.ndarray, grid: Fraction) -> np.ndarray:
 def _too_large(grid: Fraction) -> DataError:
     return DataError(f"a value is too large to release on a grid of step {grid}",
                      remedy="clamp the data to its declared bounds, or use a coarser grid")
+
+
+def add_units(units: Any, noise: Any) -> np.ndarray:
+    """``units + noise`` element-wise, exactly: int64 when no sum can leave its range, else
+    Python integers (an object array) — int64 arithmetic would wrap silently.
+
+    >>> add_units(np.array([2**62]), np.array([2**62])).tolist()
+    [9223372036854775808]
+    >>> add_units(np.array([1, -1]), np.array([5, 5])).dtype
+    dtype('int64')
+    """
+    u, z = np.asarray(units), np.asarray(noise)
+    if u.size and u.dtype.kind in "iu" and z.dtype.kind in "iu":
+        reach = max(-int(u.min()), int(u.max())) + max(-int(z.min()), int(z.max()))
+        if reach >= 2**63:
+            return u.astype(object) + z.astype(object)
+    return np.asarray(u + z)
 
 
 def from_grid_units(units: np.ndarray, grid: Fraction) -> np.ndarray:

@@ -48,6 +48,7 @@ from . import rng, samplers
 from ._base import (
     Mechanism,
     OnGrid,
+    add_units,
     array_to_grid_units,
     as_alpha,
     distance,
@@ -477,5 +478,5 @@ class ReportNoisyMax(OnGrid):
         """``size`` independent releases."""
         units = array_to_grid_units(np.asarray(scores), self.step).ravel()
         noise = samplers.discrete_laplace(self.noise_scale, size * units.size)
-        noisy = units[None, :] + noise.reshape(size, units.size)
+        noisy = add_units(units[None, :], noise.reshape(size, units.size))
         return np.argmax(noisy, axis=1).astype(np.int64)

@@ -29,6 +29,7 @@ from ..core.relations import AbsoluteDistance, L2Distance
 from . import samplers
 from ._base import (
     OnGrid,
+    add_units,
     array_to_grid_units,
     as_alpha,
     dgauss_halfwidth,
@@ -146,7 +147,7 @@ class GaussianMechanism(OnGrid):
         """The noisy value: int (no grid) or Fraction on the grid; arrays element-wise."""
         if isinstance(x, np.ndarray | list | tuple):
             units = array_to_grid_units(np.asarray(x), self.step)
-            noisy = units + self.sample_noise_units(units.size).reshape(units.shape)
+            noisy = add_units(units, self.sample_noise_units(units.size).reshape(units.shape))
             return noisy if self.grid is None else from_grid_units(noisy, self.step)
         noisy = to_grid_units(x, self.step) + self.sample_noise_units()
         return noisy if self.grid is None else noisy * self.step
@@ -205,7 +206,8 @@ class VectorGaussianMechanism(GaussianMechanism):
             raise DataError("the vector has values off the grid",
                             remedy="round it to the grid first and add the rounding to the "
                                    "L2 sensitivity, or use GaussianMechanism element-wise")
-        noisy = units + samplers.discrete_gaussian(self.sigma2, units.size).reshape(units.shape)
+        noisy = add_units(units, samplers.discrete_gaussian(self.sigma2, units.size)
+                          .reshape(units.shape))
         return noisy if self.grid is None else from_grid_units(noisy, self.step)
 
 

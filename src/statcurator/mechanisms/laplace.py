@@ -45,6 +45,7 @@ from ..core.relations import AbsoluteDistance, L1Distance
 from . import samplers
 from ._base import (
     OnGrid,
+    add_units,
     array_to_grid_units,
     as_alpha,
     distance,
@@ -155,7 +156,7 @@ class LaplaceMechanism(_LaplaceCalibration):
         """
         if isinstance(x, np.ndarray | list | tuple):
             units = array_to_grid_units(np.asarray(x), self.step)
-            noisy = units + self.sample_noise_units(units.size).reshape(units.shape)
+            noisy = add_units(units, self.sample_noise_units(units.size).reshape(units.shape))
             return noisy if self.grid is None else from_grid_units(noisy, self.step)
         units = to_grid_units(x, self.step)  # exact Python int: no overflow for scalars
         noisy = units + self.sample_noise_units()
@@ -317,7 +318,8 @@ class VectorLaplaceMechanism(_LaplaceCalibration):
                 raise DataError("the vector has values off the grid",
                                 remedy="pass max_changed=k (coordinates one neighbour can "
                                        "change) so the rounding is accounted for")
-        noisy = units + samplers.discrete_laplace(self.noise_scale, units.size).reshape(units.shape)
+        noisy = add_units(units, samplers.discrete_laplace(self.noise_scale, units.size)
+                          .reshape(units.shape))
         return noisy if self.grid is None else from_grid_units(noisy, self.step)
 
     def noise_pmf(self, k: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from ..core.measures import ApproxDP
 from ..core.numbers import exact, exact_probability, exp_bounds
 from ..core.relations import AddRemove
 from . import samplers
-from ._base import Mechanism, as_alpha, dlap_halfwidth, smallest_integer
+from ._base import Mechanism, add_units, as_alpha, dlap_halfwidth, smallest_integer
 
 __all__ = ["PartitionSelection"]
 
@@ -123,8 +123,8 @@ class PartitionSelection(Mechanism):
         if c.dtype.kind not in "iu" or (c < 0).any():
             raise DataError("partition counts must be non-negative integers",
                             remedy="count distinct privacy units per key")
-        noisy = c.astype(np.int64) + samplers.discrete_laplace(
-            self.noise_scale, c.size).reshape(c.shape)
+        noisy = add_units(c.astype(np.int64), samplers.discrete_laplace(
+            self.noise_scale, c.size).reshape(c.shape))
         return noisy >= self.threshold, noisy
 
     def keep_probability(self, count: int) -> float:

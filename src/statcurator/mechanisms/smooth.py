@@ -54,6 +54,7 @@ from ..core.numbers import exact, exact_probability, exp_bounds, ln_bounds
 from . import rng, samplers
 from ._base import (
     OnGrid,
+    add_units,
     as_alpha,
     dlap_halfwidth,
     from_grid_units,
@@ -189,7 +190,7 @@ class SmoothSensitivityMechanism(OnGrid):
         if size is None:
             out = units + int(noise[0])
             return out if self.grid is None else out * self.step
-        noisy = units + noise
+        noisy = add_units(units, noise)
         return noisy if self.grid is None else from_grid_units(noisy, self.step)
 
     def accuracy(self, smooth: object, alpha: object = Fraction(1, 20)) -> float:

@@ -546,10 +546,11 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
         return [[] for _ in range(n)]
     if n == 1 and not vector:  # one scalar release: exact Python numbers, no numpy batch
         return [[_noisy_scalar(obj, raw[0], m)]]
-    if n == 1 and len(raw) <= _SMALL_VECTOR and type(obj) is VectorLaplaceMechanism \
-            and obj.grid is None and m.value_scale == 1 and all(type(r) is int for r in raw):
-        # a few grouped counts: the mechanism's release in Python integers (the same clamp,
-        # the same single draw of len(raw) noise units; a test holds them equal)
+    if n == 1 and len(raw) <= _SMALL_VECTOR and _small_vector(obj, m) \
+            and all(type(r) is int for r in raw):
+        # a few groups' counts or integer sums: the mechanism's release in Python integers
+        # (the same clamp, the same single draw of len(raw) noise units; a test holds them
+        # equal)
         noise = np.asarray(samplers.discrete_laplace(obj.noise_scale, len(raw))).tolist()
         return [[min(max(r, -_MAX_UNITS), _MAX_UNITS) + z
                  for r, z in zip(raw, noise, strict=True)]]
@@ -579,6 +580,13 @@ def _noisy(obj: Any, raw: list[int], m: Measure, vector: bool, n: int) -> list[l
     if m.integral:  # multiples of an integer grid 2^k: integers
         return [[int(v) for v in row] for row in out.tolist()]
     return [[Fraction(v) for v in row] for row in out.tolist()]
+
+
+def _small_vector(obj: Any, m: Measure) -> bool:
+    """Whether a grouped measure's release is integer noise units added to the integer
+    aggregate itself: the Laplace vector mechanism without a release grid, on a value of
+    unit scale."""
+    return type(obj) is VectorLaplaceMechanism and obj.grid is None and m.value_scale == 1
 
 
 def _clamped(obj: Any, raw: int, m: Measure) -> Fraction:
