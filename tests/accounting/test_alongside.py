@@ -243,6 +243,88 @@ def test_an_interrupt_while_waiting_for_the_row_waits_until_it_is_written():
     assert future.waits == 2  # it waited again before raising
 
 
+def test_an_interrupt_while_taking_the_lock_back_leaves_it_consistent(tmp_path):
+    """Ctrl-C while the charging thread waits to take the lock back after its work (another
+    thread holds it): the interrupt is raised once the lock is held again, the charge is
+    recorded, and the lock is free afterwards. (The lock was once taken back one level at a
+    time with a count kept beside it: the interrupt left the count at -1, and the next
+    release raised RuntimeError in place of the interrupt.) A signal handler raises the
+    interrupt, as Python's does for Ctrl-C."""
+    import os
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+
+    class Interrupt(BaseException):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupt
+
+    led = _funded(Ledger(tmp_path / "l.db"))
+    holding = threading.Event()
+
+    def holder() -> None:
+        with led._lock:
+            holding.set()
+            time.sleep(0.6)
+
+    def work() -> None:  # another thread takes the lock, and Ctrl-C comes while it holds it
+        threading.Thread(target=holder).start()
+        assert holding.wait(5)
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        with pytest.raises(Interrupt):
+            _charge(led, "r1", alongside=work)
+            time.sleep(2)  # (only if the charge returned before the signal: fails above)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not led._lock._lock._is_owned()
+    other: list[object] = []
+    t = threading.Thread(target=lambda: other.append(led.status("alice", "adult").charges))
+    t.start()
+    t.join(5)
+    assert other == [1]  # recorded, and another thread gets the lock
+    led.verify()
+    led.close()
+
+
+def _status_in_child(led: Ledger) -> None:
+    led.status("alice", "adult")
+
+
+def test_a_child_forked_while_another_thread_holds_the_lock_uses_the_ledger(tmp_path):
+    """fork() while another thread holds the ledger's lock: that thread does not exist in
+    the child, so the child replaces the lock instead of waiting for ever."""
+    led = _funded(Ledger(tmp_path / "l.db"))
+    holding, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with led._lock:
+            holding.set()
+            done.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert holding.wait(5)
+    try:
+        child = multiprocessing.get_context("fork").Process(target=_status_in_child,
+                                                            args=(led,))
+        child.start()
+        child.join(10)
+        hung = child.is_alive()
+        if hung:
+            child.kill()
+    finally:
+        done.set()
+        t.join(5)
+    assert not hung and child.exitcode == 0
+    led.close()
+
+
 LATE_THREAD = """
 import sys, threading, time
 from fractions import Fraction

@@ -30,6 +30,7 @@ import random
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -928,22 +929,26 @@ class _LedgerLock:
     """The ledger's re-entrant lock. Entering it also waits for a charge's row that the
     writer thread is still appending (the backend's connection is in use); the charging
     thread runs its work with the lock :meth:`released`, so other threads wait for the row
-    only, never for the curator's engine."""
+    only, never for the curator's engine.
+
+    How deeply a thread holds it is the RLock's own count (``_is_owned``, and
+    ``_release_save`` / ``_acquire_restore``, the protocol ``threading.Condition`` uses), not
+    a count kept beside it that an interrupt could leave behind."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._depth = 0  # changed only by the thread that holds the lock
         #: (pid, the append in flight), set by the charging thread while its work runs
         self.inflight: tuple[int, Future[None]] | None = None
+        _LOCKS.add(self)
 
     def __enter__(self) -> _LedgerLock:
+        first = not self._lock._is_owned()  # type: ignore[attr-defined]
         self._lock.acquire()
-        self._depth += 1
-        if self._depth == 1:
+        if first:
             try:
                 self._wait_inflight()
             except BaseException:
-                self.__exit__()
+                self._lock.release()
                 raise
         return self
 
@@ -954,26 +959,42 @@ class _LedgerLock:
             _settled(flight[1])  # its outcome is the charging thread's to handle
 
     def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
         self._lock.release()
 
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
-        """Run a block without the lock (however deeply this thread holds it)."""
-        depth = self._depth
-        for _ in range(depth):
-            self._depth -= 1
-            self._lock.release()
+        """Run a block without the lock (however deeply this thread holds it), then hold it
+        again as deeply. Taking it back cannot be cut short by Ctrl-C (an interrupt that
+        arrives meanwhile is raised once the lock is held again), and waits for a row that
+        another thread's charge started appending while the lock was free."""
+        if not self._lock._is_owned():  # type: ignore[attr-defined]
+            yield
+            return
+        saved = self._lock._release_save()  # type: ignore[attr-defined]
         try:
             yield
         finally:
-            for _ in range(depth):
-                self._lock.acquire()
-                self._depth += 1
-            if depth:
-                # another thread may have started a charge's append while the lock was
-                # free: this thread may use the connection only once that row is in
-                self._wait_inflight()
+            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            self._wait_inflight()
+
+    def forked(self) -> None:
+        """In a forked child: only the forking thread lives on, so a lock that another
+        thread held at the fork would stay held for ever; it is replaced."""
+        if not self._lock._is_owned():  # type: ignore[attr-defined]
+            self._lock = threading.RLock()
+
+
+#: every ledger's lock, to replace in a forked child those another thread held at the fork
+_LOCKS: weakref.WeakSet[_LedgerLock] = weakref.WeakSet()
+
+
+def _locks_after_fork() -> None:
+    for lock in list(_LOCKS):
+        lock.forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_locks_after_fork)
 
 
 def _settled(future: Future[None]) -> BaseException | None:

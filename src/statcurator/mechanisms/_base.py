@@ -172,10 +172,15 @@ def array_to_grid_units(x: np.ndarray, grid: Fraction) -> np.ndarray:
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
     if arr.dtype.kind in "iu":
+        # the largest magnitude as a Python int (np.abs wraps at int64's minimum, and a
+        # uint64 beyond int64 would wrap in astype: neighbouring inputs 2^64 apart)
+        reach = max(-int(arr.min()), int(arr.max())) if arr.size else 0
         if grid == 1:
+            if reach >= MAX_GRID_UNITS:
+                raise _too_large(grid)
             out = arr.astype(np.int64)
         elif e is not None and e < 0:
-            if arr.size and int(np.abs(arr).max()) >= MAX_GRID_UNITS >> -e:
+            if reach >= MAX_GRID_UNITS >> -e:
                 raise _too_large(grid)
             out = arr.astype(np.int64) << np.int64(-e)
         else:
@@ -218,12 +223,17 @@ def add_units(units: Any, noise: Any) -> np.ndarray:
     [9223372036854775808]
     >>> add_units(np.array([1, -1]), np.array([5, 5])).dtype
     dtype('int64')
+    >>> add_units(np.array([1, 2], dtype=np.uint64), np.array([-5, 5])).tolist()
+    [-4, 7]
+    >>> add_units(np.array([1, 2]), np.array([], dtype=np.int64).reshape(0, 2)).shape
+    (0, 2)
     """
     u, z = np.asarray(units), np.asarray(noise)
-    if u.size and u.dtype.kind in "iu" and z.dtype.kind in "iu":
+    if u.size and z.size and u.dtype.kind in "iu" and z.dtype.kind in "iu":
         reach = max(-int(u.min()), int(u.max())) + max(-int(z.min()), int(z.max()))
         if reach >= 2**63:
             return u.astype(object) + z.astype(object)
+        return u.astype(np.int64) + z.astype(np.int64)  # (uint64 + int64 would be float64)
     return np.asarray(u + z)
 
 

@@ -35,7 +35,14 @@ from ..core.measures import ApproxDP
 from ..core.numbers import exact, exact_probability, exp_bounds
 from ..core.relations import AddRemove
 from . import samplers
-from ._base import Mechanism, add_units, as_alpha, dlap_halfwidth, smallest_integer
+from ._base import (
+    MAX_GRID_UNITS,
+    Mechanism,
+    add_units,
+    as_alpha,
+    dlap_halfwidth,
+    smallest_integer,
+)
 
 __all__ = ["PartitionSelection"]
 
@@ -123,6 +130,9 @@ class PartitionSelection(Mechanism):
         if c.dtype.kind not in "iu" or (c < 0).any():
             raise DataError("partition counts must be non-negative integers",
                             remedy="count distinct privacy units per key")
+        if c.size and int(c.max()) >= MAX_GRID_UNITS:  # int64 would wrap (uint64 beyond it)
+            raise DataError("a partition count is too large to release",
+                            remedy=f"counts must stay below 2^62 ({MAX_GRID_UNITS})")
         noisy = add_units(c.astype(np.int64), samplers.discrete_laplace(
             self.noise_scale, c.size).reshape(c.shape))
         return noisy >= self.threshold, noisy
