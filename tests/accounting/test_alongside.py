@@ -292,6 +292,73 @@ def test_an_interrupt_while_taking_the_lock_back_leaves_it_consistent(tmp_path):
     led.close()
 
 
+def test_a_storm_of_interrupts_never_leaves_the_lock_held(tmp_path):
+    """Interrupts every 0–2 ms while the main thread charges (with work alongside) and
+    another thread reads budgets: each charge is recorded or interrupted, and the lock is
+    never left held (it was, about once in six interrupts, when the ledger entered it
+    through a Python ``__enter__``: an interrupt could fall between taking the lock and the
+    block that gives it back). The chain verifies. A signal handler raises the interrupt, as
+    Python's does for Ctrl-C — at most once per charge, and only during the charge, so that
+    none falls into the test's own bookkeeping."""
+    import os
+    import random
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+
+    class Interrupt(BaseException):
+        pass
+
+    armed = [False]
+
+    def interrupt(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            raise Interrupt
+
+    led = _funded(Ledger(tmp_path / "l.db"), grant=PureDP(10**6), dataset=PureDP(10**6))
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            led.status("alice", "adult")
+
+    def storm() -> None:
+        while not stop.is_set():
+            time.sleep(random.uniform(0, 0.002))
+            os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    threads = [threading.Thread(target=reader, daemon=True),
+               threading.Thread(target=storm, daemon=True)]
+    interrupted = charges = 0
+    stuck = False
+    try:
+        for t in threads:
+            t.start()
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end and not stuck:
+            charges += 1
+            try:
+                armed[0] = True
+                _charge(led, f"r{charges}", cost=PureDP(Fraction(1, 1000)),
+                        alongside=lambda: time.sleep(0.0005))
+                armed[0] = False
+            except Interrupt:
+                interrupted += 1
+            stuck = led._lock._lock._is_owned()
+    finally:
+        armed[0] = False
+        stop.set()
+        for t in threads:  # no signal may come after the handler is put back
+            t.join(5)
+        signal.signal(signal.SIGUSR1, previous)
+    assert interrupted > 20 and not stuck
+    led.verify()
+    led.close()
+
+
 def _status_in_child(led: Ledger) -> None:
     led.status("alice", "adult")
 
@@ -322,6 +389,40 @@ def test_a_child_forked_while_another_thread_holds_the_lock_uses_the_ledger(tmp_
         done.set()
         t.join(5)
     assert not hung and child.exitcode == 0
+    led.close()
+
+
+def test_a_child_forked_while_a_row_is_being_appended_uses_the_ledger(tmp_path):
+    """fork() while the writer thread is inside a charge's INSERT transaction: the fork waits
+    for the row (a child forked mid-transaction inherits SQLite's lock state for the file,
+    and stays locked out of it for good, then hangs), and the child charges on its own."""
+    led = _funded(Ledger(tmp_path / "l.db", timeout=2))
+    inside = threading.Event()
+
+    def slow_inside_the_transaction() -> int:
+        if threading.current_thread().name.startswith("statcurator-ledger"):
+            inside.set()
+            time.sleep(0.001)
+        return 0
+
+    led.backend._connection().set_progress_handler(slow_inside_the_transaction, 1)
+    exits: list[object] = []
+
+    def work() -> None:  # the engine's turn, while the writer thread appends the row
+        assert inside.wait(5)
+        child = multiprocessing.get_context("fork").Process(target=_charge_in_child,
+                                                            args=(led,))
+        child.start()
+        child.join(30)
+        if child.is_alive():  # pragma: no cover - the failure this test is for
+            child.kill()
+        exits.append(child.exitcode)
+
+    _charge(led, "parent", alongside=work)
+    led.backend._connection().set_progress_handler(None, 1)
+    assert exits == [0]
+    assert sorted(c.request_id for c in led.charges()) == ["child", "parent"]
+    led.verify()
     led.close()
 
 

@@ -26,6 +26,7 @@ from statcurator.mechanisms.gaussian import GaussianMechanism, VectorGaussianMec
 from statcurator.mechanisms.laplace import LaplaceMechanism, VectorLaplaceMechanism
 from statcurator.mechanisms.partition import PartitionSelection
 from statcurator.mechanisms.smooth import SmoothSensitivityMechanism
+from statcurator.mechanisms.sparse_vector import AboveThreshold
 
 TINY = Fraction(1, 2**61)  # ε for a noise scale of 2^61 grid units
 
@@ -141,3 +142,47 @@ def test_smooth_sensitivity_noise_is_added_exactly():
 def test_empty_batches_stay_empty():
     assert ReportNoisyMax(1).sample([1, 2, 3], 0).tolist() == []
     assert SmoothSensitivityMechanism(1).release(10, 1, size=0).tolist() == []
+
+
+def test_fine_grids_accept_what_fits_in_grid_units():
+    """The limit is on grid units: on a grid of 2^-63 a zero (and an empty array) fits,
+    a one does not; on a grid of 1/4 the largest value is 2^60 - 1."""
+    fine, quarter = Fraction(1, 2**63), Fraction(1, 4)
+    assert _base.array_to_grid_units(np.array([0]), fine).tolist() == [0]
+    assert _base.array_to_grid_units(np.array([], dtype=np.int64), fine).tolist() == []
+    with pytest.raises(DataError, match="too large"):
+        _base.array_to_grid_units(np.array([1]), fine)
+    assert _base.array_to_grid_units(np.array([2**60 - 1]), quarter).tolist() == [2**62 - 4]
+    with pytest.raises(DataError, match="too large"):
+        _base.array_to_grid_units(np.array([-(2**60)]), quarter)
+
+
+def test_selections_flip_on_neighbouring_scores_only_without_the_limit(monkeypatch):
+    """The same attack on a selection: scores (2^63 - 1, 0) and (2^63, 0) are neighbours;
+    both are refused. Control: without the limit the second wraps to -2^63 and the noisy
+    max picks the other index, every time — the input read off the choice."""
+    pair = [np.array([2**63 - 1, 0], dtype=np.uint64), np.array([2**63, 0], dtype=np.uint64)]
+    for release in (ReportNoisyMax(1).release, AboveThreshold(1, 1, 2**61).release):
+        for x in pair:
+            with pytest.raises(DataError, match="too large"):
+                release(x)
+    monkeypatch.setattr(_base, "MAX_GRID_UNITS", 2**70)
+    picks = {0: set(), 1: set()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in range(20):
+            for i, x in enumerate(pair):
+                with rng.seeded(seed):
+                    picks[i].add(ReportNoisyMax(1).release(x))
+    assert picks == {0: {0}, 1: {1}}
+
+
+def test_a_threshold_beyond_int64_is_compared_exactly():
+    """AboveThreshold's noisy threshold and noisy queries are exact integers, whatever their
+    size (int64 arithmetic wrapped, or raised OverflowError for a threshold of 2^63)."""
+    m = AboveThreshold(1, 1, 2**63)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with rng.seeded(3):
+            assert m.release(np.array([2**62 - 1, 0])) is None   # far below 2^63
+    assert AboveThreshold(1, 1, -(2**63)).release(np.array([0])) == 0

@@ -285,7 +285,8 @@ class Ledger:
         >>> list(led.budgets())
         [('alice', 'adult')]
         """
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             rows = self._backend.latest("grant")
         return {(str(r.analyst), str(r.dataset)):
                 self._budget("grant", r, r.analyst, str(r.dataset)).status() for r in rows}
@@ -299,7 +300,8 @@ class Ledger:
         >>> {d: str(s.total) for d, s in led.dataset_budgets().items()}
         {'adult': 'ε=5'}
         """
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             rows = self._backend.latest("dataset")
         return {str(r.dataset): self._budget("dataset", r, None, str(r.dataset)).status()
                 for r in rows}
@@ -393,7 +395,8 @@ class Ledger:
                     "grant_charges": g_count, "dataset_total": d_total,
                     "dataset_spent": d_spent, "dataset_charges": d_count}
 
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             outcome = self._write(analyst, dataset, request_id, build, alongside)
             if isinstance(outcome, Charge):
                 return outcome
@@ -423,7 +426,8 @@ class Ledger:
         """
         analyst = None if analyst is None else analyst_id(analyst)
         dataset = None if dataset is None else check_name(dataset, "dataset")
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             return list(self._backend.entries(analyst=analyst, dataset=dataset, types=types))
 
     # -- answers ------------------------------------------------------------------------------
@@ -474,7 +478,8 @@ class Ledger:
             return {"type": "answer", "analyst": analyst, "dataset": charged.dataset,
                     "request_id": request_id, "payload": payload}
 
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             if not self._answer_at_head(key, payload):
                 self._write(analyst, None, request_id, build)
             self._pending.pop(key, None)
@@ -544,7 +549,8 @@ class Ledger:
         >>> led.verify(anchor=v.anchor).rows
         1
         """
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             return self._verify(audit=True, anchor=anchor)
 
     def anchor(self) -> str:
@@ -565,14 +571,16 @@ class Ledger:
         >>> Ledger().counts()
         {'dataset_budgets': 0, 'budgets': 0, 'charges': 0, 'answers': 0}
         """
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             found = self._backend.counts()
         return {"dataset_budgets": found["dataset_budget"], "budgets": found["grant"],
                 "charges": found["charge"], "answers": found["answer"]}
 
     def close(self) -> None:
         """Close the ledger (an in-memory ledger is gone). Idempotent."""
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             pool, self._pool = self._pool, None
             if pool is not None and pool[0] == os.getpid():
                 pool[1].shutdown()
@@ -589,7 +597,8 @@ class Ledger:
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, anchor: str | None) -> Verification:
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             self._refuse_problems()
             if "head" not in self._backend.state(None, None, None):
                 mode = "hmac-sha256" if self._key is not None else "sha256"
@@ -675,7 +684,8 @@ class Ledger:
         """One read; every row it returns is re-hashed (a cheap check of what we rely on),
         unless it equals, field for field, a row this object already checked or wrote (the
         fields are SQLite's and PostgreSQL's typed values: text, integers and NULL)."""
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             st = self._backend.state(analyst, dataset, request_id)
             head = st.get("head")
             if head is None or head.seq < self._seen:
@@ -865,7 +875,8 @@ class Ledger:
                     f"{scope}_total": pack(kind, limit), f"{scope}_spent": pack(kind, spent),
                     f"{scope}_charges": count}
 
-        with self._lock:
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._lock.settle()
             self._write(analyst, dataset, None, build)
         return result[0]
 
@@ -941,15 +952,26 @@ class _LedgerLock:
         self.inflight: tuple[int, Future[None]] | None = None
         _LOCKS.add(self)
 
+    @property
+    def rlock(self) -> Any:
+        """The lock itself, for ``with``: the ledger enters it with the C lock's own
+        ``with`` (an interrupt cannot fall between taking it and the block that gives it
+        back, as it can inside a Python ``__enter__``), then calls :meth:`settle`."""
+        return self._lock
+
+    def settle(self) -> None:
+        """Wait (holding the lock) for a row the writer thread is still appending. At any
+        depth: the writer thread never takes the lock, and a thread's own append is settled
+        before it holds the lock again (see :meth:`released`)."""
+        self._wait_inflight()
+
     def __enter__(self) -> _LedgerLock:
-        first = not self._lock._is_owned()  # type: ignore[attr-defined]
         self._lock.acquire()
-        if first:
-            try:
-                self._wait_inflight()
-            except BaseException:
-                self._lock.release()
-                raise
+        try:
+            self._wait_inflight()
+        except BaseException:
+            self._lock.release()
+            raise
         return self
 
     def _wait_inflight(self) -> None:
@@ -970,31 +992,58 @@ class _LedgerLock:
         if not self._lock._is_owned():  # type: ignore[attr-defined]
             yield
             return
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        saved = None
         try:
+            saved = self._lock._release_save()  # type: ignore[attr-defined]
             yield
         finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            if saved is not None:
+                self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
             self._wait_inflight()
 
     def forked(self) -> None:
         """In a forked child: only the forking thread lives on, so a lock that another
-        thread held at the fork would stay held for ever; it is replaced."""
+        thread held at the fork would stay held for ever; it is replaced. (The fork waits
+        for every ledger's lock first, see _before_fork; a lock created meanwhile, or a
+        wait cut short by an interrupt, can still be held.)"""
         if not self._lock._is_owned():  # type: ignore[attr-defined]
             self._lock = threading.RLock()
 
 
-#: every ledger's lock, to replace in a forked child those another thread held at the fork
+#: every ledger's lock (see _before_fork)
 _LOCKS: weakref.WeakSet[_LedgerLock] = weakref.WeakSet()
+#: the locks the forking thread took for the fork, to give back on both sides
+_FORK_HELD: list[_LedgerLock] = []
 
 
-def _locks_after_fork() -> None:
+def _before_fork() -> None:
+    """Fork only between a ledger's statements: take every ledger's lock (no other thread is
+    then reading or writing through it) and wait for any row its writer thread is appending.
+    A child forked in the middle of a SQLite transaction inherits that connection's lock
+    state, and the file stays locked in the child for good."""
+    for lock in list(_LOCKS):
+        lock._lock.acquire()
+        _FORK_HELD.append(lock)
+        try:
+            lock._wait_inflight()
+        except BaseException:  # an interrupt: fork anyway, as before
+            break
+
+
+def _after_fork_in_parent() -> None:
+    while _FORK_HELD:
+        _FORK_HELD.pop()._lock.release()
+
+
+def _after_fork_in_child() -> None:
+    _after_fork_in_parent()  # the forking thread is the child's: it gives them back too
     for lock in list(_LOCKS):
         lock.forked()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_locks_after_fork)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _settled(future: Future[None]) -> BaseException | None:

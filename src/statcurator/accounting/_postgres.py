@@ -139,8 +139,8 @@ class PostgresBackend(LedgerBackend):
         if self._conn is None:
             raise LedgerError(f"the ledger {self.location} is closed", remedy="open a new Ledger")
         if os.getpid() != self._pid:  # a connection must not cross fork(): reconnect
-            self._pid = os.getpid()
             self._conn = self._connect()
+            self._pid = os.getpid()  # only once connected: a failed attempt is tried again
         return self._conn
 
     def _run(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:

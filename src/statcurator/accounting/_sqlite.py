@@ -261,8 +261,8 @@ class SQLiteBackend(LedgerBackend):
                 raise LedgerError("an in-memory ledger cannot be shared with a child process",
                                   remedy="open the Ledger on a file to share it between processes")
             self._orphans.append(self._conn)
-            self._pid = os.getpid()
             self._conn = self._connect()
+            self._pid = os.getpid()  # only once connected: a failed attempt is tried again
         return self._conn
 
     def close(self) -> None:

@@ -180,7 +180,7 @@ def array_to_grid_units(x: np.ndarray, grid: Fraction) -> np.ndarray:
                 raise _too_large(grid)
             out = arr.astype(np.int64)
         elif e is not None and e < 0:
-            if reach >= MAX_GRID_UNITS >> -e:
+            if reach << -e >= MAX_GRID_UNITS:  # in grid units, exactly (Python integers)
                 raise _too_large(grid)
             out = arr.astype(np.int64) << np.int64(-e)
         else:

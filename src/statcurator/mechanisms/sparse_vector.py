@@ -31,6 +31,7 @@ from ..core.relations import LInfDistance
 from . import samplers
 from ._base import (
     OnGrid,
+    add_units,
     array_to_grid_units,
     as_alpha,
     distance,
@@ -107,7 +108,7 @@ class SparseVector(OnGrid):
         t = to_grid_units(self.threshold, self.step)
         rho = samplers.discrete_laplace(self.threshold_scale, size)
         nu = samplers.discrete_laplace(self.query_scale, size * q.size).reshape(size, q.size)
-        above = (q[None, :] + nu) >= (t + rho)[:, None]
+        above = add_units(q[None, :], nu) >= add_units(t, rho)[:, None]
         first = np.argmax(above, axis=1)
         return np.where(above.any(axis=1), first, -1).astype(np.int64)
 
