@@ -426,6 +426,70 @@ def test_a_child_forked_while_a_row_is_being_appended_uses_the_ledger(tmp_path):
     led.close()
 
 
+def test_a_child_forked_inside_the_work_finishes_its_charge(tmp_path):
+    """os.fork() from inside the engine's work, both processes carrying on: the fork waits
+    for the charge's row, and in the child the lock the charging thread takes back is the
+    very object its ``with`` entered (made free in place), so the charge returns in both and
+    another thread of the child can use the ledger. (The child's lock was once replaced by
+    a new object: taking back one and releasing the other raised RuntimeError and left the
+    lock held; before that, the child hung.)"""
+    import os
+
+    led = _funded(Ledger(tmp_path / "l.db"))
+    pid: list[int] = []
+    ok = False
+    try:
+        _charge(led, "r1", alongside=lambda: pid.append(os.fork()))
+        ok = True
+    except BaseException:
+        ok = False
+    finally:
+        if pid == [0]:  # the child: never back into pytest
+            code = 3
+            try:
+                done: list[object] = []
+                t = threading.Thread(target=lambda: done.append(led.counts()), daemon=True)
+                t.start()
+                t.join(10)
+                code = 0 if ok and done and not led._lock._lock._is_owned() else 4
+            finally:
+                os._exit(code)
+    _, status = os.waitpid(pid[0], 0)
+    assert ok and os.waitstatus_to_exitcode(status) == 0
+    assert [c.request_id for c in led.charges()] == ["r1"]
+    led.close()
+
+
+def test_a_fork_on_the_writer_thread_does_not_wait_for_itself(tmp_path, monkeypatch):
+    """A backend whose append forks (a replication hook, say, or subprocess with a
+    preexec_fn): the fork runs on the ledger's writer thread, which must not wait for the
+    append it is running (it did, for ever, before the wait had a bound)."""
+    import os
+
+    from statcurator.accounting import SQLiteBackend
+    from statcurator.accounting import _ledger as ledger_module
+
+    monkeypatch.setattr(ledger_module, "FORK_WAIT", 60.0)  # a wait would show as a hang
+
+    class Forking(SQLiteBackend):
+        def append(self, entry):
+            super().append(entry)
+            if entry.type == "charge":
+                child = os.fork()
+                if child == 0:
+                    os._exit(0)
+                os.waitpid(child, 0)
+
+    led = _funded(Ledger(backend=Forking(tmp_path / "l.db")))
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (_charge(led, "r1", alongside=lambda: None),
+                                         done.set()), daemon=True)
+    t.start()
+    assert done.wait(20), "the fork on the writer thread waited for its own append"
+    assert [c.request_id for c in led.charges()] == ["r1"]
+    led.close()
+
+
 LATE_THREAD = """
 import sys, threading, time
 from fractions import Fraction

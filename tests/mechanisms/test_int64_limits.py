@@ -186,3 +186,8 @@ def test_a_threshold_beyond_int64_is_compared_exactly():
         with rng.seeded(3):
             assert m.release(np.array([2**62 - 1, 0])) is None   # far below 2^63
     assert AboveThreshold(1, 1, -(2**63)).release(np.array([0])) == 0
+
+
+def test_above_threshold_over_no_query_finds_none():
+    assert AboveThreshold(1, 1, 5).release([]) is None
+    assert AboveThreshold(1, 1, 5).sample(np.array([], dtype=np.int64), 3).tolist() == [-1] * 3

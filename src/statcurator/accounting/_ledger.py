@@ -24,6 +24,7 @@ The ledger is the curator's memory of privacy spent. The rules it enforces:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -807,7 +808,7 @@ class Ledger:
         pool = self._pool
         if pool is None or pool[0] != os.getpid():
             pool = self._pool = (os.getpid(), ThreadPoolExecutor(
-                1, thread_name_prefix="statcurator-ledger"))
+                1, thread_name_prefix=_WRITER))
         try:
             return pool[1].submit(self._backend.append, row)
         except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
@@ -950,6 +951,7 @@ class _LedgerLock:
         self._lock = threading.RLock()
         #: (pid, the append in flight), set by the charging thread while its work runs
         self.inflight: tuple[int, Future[None]] | None = None
+        self.order = next(_ORDER)
         _LOCKS.add(self)
 
     @property
@@ -1003,36 +1005,63 @@ class _LedgerLock:
 
     def forked(self) -> None:
         """In a forked child: only the forking thread lives on, so a lock that another
-        thread held at the fork would stay held for ever; it is replaced. (The fork waits
-        for every ledger's lock first, see _before_fork; a lock created meanwhile, or a
-        wait cut short by an interrupt, can still be held.)"""
+        thread held at the fork would stay held for ever; it is made free again, in place
+        (a ``with`` of the forking thread that entered this same object stays valid). (The
+        fork takes every ledger's lock first, see _before_fork, but not one held for longer
+        than it waits.)"""
         if not self._lock._is_owned():  # type: ignore[attr-defined]
-            self._lock = threading.RLock()
+            self._lock._at_fork_reinit()  # type: ignore[attr-defined]
 
 
-#: every ledger's lock (see _before_fork)
+#: the name of the ledgers' writer threads (their prefix)
+_WRITER = "statcurator-ledger"
+#: every ledger's lock (see _before_fork), and a counter giving each its place in the order
+#: in which a fork takes them
 _LOCKS: weakref.WeakSet[_LedgerLock] = weakref.WeakSet()
-#: the locks the forking thread took for the fork, to give back on both sides
+_ORDER = itertools.count()
+#: one fork at a time takes the ledgers' locks; the locks it holds, to give back after it
+_FORK_MUTEX = threading.Lock()
 _FORK_HELD: list[_LedgerLock] = []
+_FORK_BY: list[int] = []  # the thread that holds _FORK_MUTEX for its fork
+#: how long a fork waits for one ledger's lock, and for its row in flight (seconds)
+FORK_WAIT = 2.0
 
 
 def _before_fork() -> None:
     """Fork only between a ledger's statements: take every ledger's lock (no other thread is
     then reading or writing through it) and wait for any row its writer thread is appending.
     A child forked in the middle of a SQLite transaction inherits that connection's lock
-    state, and the file stays locked in the child for good."""
-    for lock in list(_LOCKS):
-        lock._lock.acquire()
-        _FORK_HELD.append(lock)
-        try:
-            lock._wait_inflight()
-        except BaseException:  # an interrupt: fork anyway, as before
-            break
+    state, and the file stays locked in the child for good.
+
+    Bounded, and never waiting on itself: not on a ledger's own writer thread (it would wait
+    for the append it is running); one fork at a time, taking the locks in a fixed order (two
+    forking threads cannot take them in opposite orders); at most :data:`FORK_WAIT` seconds
+    for each lock and each row. A lock held longer (a charge waiting on a busy database) is
+    left, and that ledger is forked as it stands, as it was before this hook."""
+    if threading.current_thread().name.startswith(_WRITER):
+        return
+    try:
+        _FORK_MUTEX.acquire()
+        _FORK_BY.append(threading.get_ident())
+        for lock in sorted(_LOCKS, key=lambda lk: lk.order):
+            if not lock._lock.acquire(timeout=FORK_WAIT):
+                continue
+            _FORK_HELD.append(lock)
+            flight = lock.inflight
+            if flight is not None and flight[0] == os.getpid():
+                with contextlib.suppress(Exception):
+                    flight[1].exception(timeout=FORK_WAIT)
+    except BaseException:  # noqa: BLE001, S110 - an interrupt: fork with what is held
+        pass
 
 
 def _after_fork_in_parent() -> None:
+    if [threading.get_ident()] != _FORK_BY:  # this thread's fork took nothing
+        return
     while _FORK_HELD:
         _FORK_HELD.pop()._lock.release()
+    _FORK_BY.clear()
+    _FORK_MUTEX.release()
 
 
 def _after_fork_in_child() -> None:

@@ -105,6 +105,8 @@ class SparseVector(OnGrid):
     def sample(self, queries: Sequence[Any] | np.ndarray, size: int) -> np.ndarray:
         """``size`` independent runs over the same queries; -1 where none was above."""
         q = array_to_grid_units(np.asarray(queries), self.step).ravel()
+        if not q.size:  # no query: none is above the threshold (and no noise is drawn)
+            return np.full(samplers._size(size), -1, dtype=np.int64)
         t = to_grid_units(self.threshold, self.step)
         rho = samplers.discrete_laplace(self.threshold_scale, size)
         nu = samplers.discrete_laplace(self.query_scale, size * q.size).reshape(size, q.size)
