@@ -1041,7 +1041,9 @@ def _before_fork() -> None:
     if threading.current_thread().name.startswith(_WRITER):
         return
     try:
-        _FORK_MUTEX.acquire()
+        # bounded too: an interrupt between taking the mutex and noting it would keep it
+        if not _FORK_MUTEX.acquire(timeout=5 * FORK_WAIT):
+            return
         _FORK_BY.append(threading.get_ident())
         for lock in sorted(_LOCKS, key=lambda lk: lk.order):
             if not lock._lock.acquire(timeout=FORK_WAIT):
