@@ -266,7 +266,7 @@ def test_an_interrupt_while_taking_the_lock_back_leaves_it_consistent(tmp_path):
     holding = threading.Event()
 
     def holder() -> None:
-        with led._lock:
+        with led._lock.rlock:
             holding.set()
             time.sleep(0.6)
 
@@ -370,7 +370,7 @@ def test_a_child_forked_while_another_thread_holds_the_lock_uses_the_ledger(tmp_
     holding, done = threading.Event(), threading.Event()
 
     def holder() -> None:
-        with led._lock:
+        with led._lock.rlock:
             holding.set()
             done.wait(10)
 

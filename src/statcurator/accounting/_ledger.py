@@ -938,10 +938,11 @@ class _Budget:
 
 
 class _LedgerLock:
-    """The ledger's re-entrant lock. Entering it also waits for a charge's row that the
-    writer thread is still appending (the backend's connection is in use); the charging
-    thread runs its work with the lock :meth:`released`, so other threads wait for the row
-    only, never for the curator's engine.
+    """The ledger's re-entrant lock, entered as ``with lock.rlock: lock.settle()``: holding
+    it, a thread also waits for a charge's row that the writer thread is still appending
+    (the backend's connection is in use). The charging thread runs its work with the lock
+    :meth:`released`, so other threads wait for the row only, never for the curator's
+    engine.
 
     How deeply a thread holds it is the RLock's own count (``_is_owned``, and
     ``_release_save`` / ``_acquire_restore``, the protocol ``threading.Condition`` uses), not
@@ -965,25 +966,9 @@ class _LedgerLock:
         """Wait (holding the lock) for a row the writer thread is still appending. At any
         depth: the writer thread never takes the lock, and a thread's own append is settled
         before it holds the lock again (see :meth:`released`)."""
-        self._wait_inflight()
-
-    def __enter__(self) -> _LedgerLock:
-        self._lock.acquire()
-        try:
-            self._wait_inflight()
-        except BaseException:
-            self._lock.release()
-            raise
-        return self
-
-    def _wait_inflight(self) -> None:
-        """Wait (holding the lock) until no row is being appended on the writer thread."""
         flight = self.inflight
         if flight is not None and flight[0] == os.getpid():
             _settled(flight[1])  # its outcome is the charging thread's to handle
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
@@ -1001,7 +986,7 @@ class _LedgerLock:
         finally:
             if saved is not None:
                 self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
-            self._wait_inflight()
+            self.settle()
 
     def forked(self) -> None:
         """In a forked child: only the forking thread lives on, so a lock that another

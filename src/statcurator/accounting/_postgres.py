@@ -21,6 +21,7 @@ those of the SQLite backend, statement for statement:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -211,16 +212,21 @@ class PostgresBackend(LedgerBackend):
     def append_after(self, entry: LedgerEntry) -> bool:
         if entry.type != "answer":
             return False
+        params = {f"c{i}": v for i, v in enumerate(entry.values())}
+        return bool(self._run(self._insert_after,
+                              {**params, "head": entry.seq - 1, "prev": entry.prev_hash}))
+
+    @functools.cached_property
+    def _insert_after(self) -> str:
+        """append_after's statement (this ledger's table is fixed: written once)."""
         q, at = self._q, {c: f"%(c{i})s" for i, c in enumerate(COLUMNS)}
         values = ", ".join(f"{at[c]}::{'bigint' if c in _BIGINT else 'text'}" for c in COLUMNS)
-        sql = (f"INSERT INTO {q} ({_COLS}) SELECT {values} "
-               f"WHERE (SELECT max(seq) FROM {q}) = %(head)s "
-               f"AND (SELECT hash FROM {q} WHERE seq = %(head)s) = %(prev)s "
-               f"AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
-               f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
-               f"{at['dataset']}) RETURNING seq")
-        params = {f"c{i}": v for i, v in enumerate(entry.values())}
-        return bool(self._run(sql, {**params, "head": entry.seq - 1, "prev": entry.prev_hash}))
+        return (f"INSERT INTO {q} ({_COLS}) SELECT {values} "
+                f"WHERE (SELECT max(seq) FROM {q}) = %(head)s "
+                f"AND (SELECT hash FROM {q} WHERE seq = %(head)s) = %(prev)s "
+                f"AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
+                f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
+                f"{at['dataset']}) RETURNING seq")
 
     def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
                 dataset: str | None = None,

@@ -172,9 +172,8 @@ def array_to_grid_units(x: np.ndarray, grid: Fraction) -> np.ndarray:
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
     if arr.dtype.kind in "iu":
-        # the largest magnitude as a Python int (np.abs wraps at int64's minimum, and a
-        # uint64 beyond int64 would wrap in astype: neighbouring inputs 2^64 apart)
-        reach = max(-int(arr.min()), int(arr.max())) if arr.size else 0
+        # checked before astype: a uint64 beyond int64 would wrap (neighbours 2^64 apart)
+        reach = _magnitude(arr)
         if grid == 1:
             if reach >= MAX_GRID_UNITS:
                 raise _too_large(grid)
@@ -215,6 +214,16 @@ def _too_large(grid: Fraction) -> DataError:
                      remedy="clamp the data to its declared bounds, or use a coarser grid")
 
 
+def _magnitude(arr: np.ndarray) -> int:
+    """The largest |value| of an integer array, as a Python int (0 when empty): np.abs
+    would wrap at int64's minimum.
+
+    >>> _magnitude(np.array([-(2**63), 5])), _magnitude(np.array([], dtype=np.uint64))
+    (9223372036854775808, 0)
+    """
+    return max(-int(arr.min()), int(arr.max())) if arr.size else 0
+
+
 def add_units(units: Any, noise: Any) -> np.ndarray:
     """``units + noise`` element-wise, exactly: int64 when no sum can leave its range, else
     Python integers (an object array) — int64 arithmetic would wrap silently.
@@ -230,8 +239,7 @@ def add_units(units: Any, noise: Any) -> np.ndarray:
     """
     u, z = np.asarray(units), np.asarray(noise)
     if u.size and z.size and u.dtype.kind in "iu" and z.dtype.kind in "iu":
-        reach = max(-int(u.min()), int(u.max())) + max(-int(z.min()), int(z.max()))
-        if reach >= 2**63:
+        if _magnitude(u) + _magnitude(z) >= 2**63:
             return u.astype(object) + z.astype(object)
         return u.astype(np.int64) + z.astype(np.int64)  # (uint64 + int64 would be float64)
     return np.asarray(u + z)
