@@ -20,6 +20,7 @@ from statcurator.accounting import (
     NoBudgetError,
     SQLiteBackend,
 )
+from statcurator.accounting import _ledger as ledger_module
 from statcurator.core.errors import (
     BudgetExceededError,
     InvalidParameterError,
@@ -534,6 +535,26 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     # and without a read: it goes right after its charge, the head this object wrote
     answer_io = [s for s in answer_statements if not s.startswith("PRAGMA synchronous")]
     assert [s.split()[0] for s in answer_io] == ["INSERT"] and len(replay_statements) == 1
+    led.close()
+
+
+def test_an_answer_is_written_without_a_read_on_every_backend(store: Store, monkeypatch):
+    """The head row the ledger object wrote compares equal, column for column, to the row
+    the backend stores (text, integers, NULL), so the answer's conditional INSERT succeeds
+    on each backend and the read-decide-append path is not taken (it would still be
+    correct, only slower: a type that stored differently would never show otherwise)."""
+    led = _fund(store.open())
+    led.set_budget("alice", "adult", PureDP(1))
+    slow: list[str] = []
+    write = ledger_module.Ledger._write
+    for rid in ("r1", "r2", "r3"):
+        _charge(led, rid, PureDP(Fraction(1, 8)))
+        monkeypatch.setattr(ledger_module.Ledger, "_write",
+                            lambda self, *a, **k: slow.append(a[2]) or write(self, *a, **k))
+        led.store_answer("alice", rid, f'{{"answer": "{rid}"}}')
+        monkeypatch.setattr(ledger_module.Ledger, "_write", write)
+    assert slow == []
+    assert [e.type for e in led.entries()][-2:] == ["charge", "answer"]
     led.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -135,10 +136,38 @@ def test_an_answer_is_inserted_without_a_read_only_after_its_own_head(store: Sto
     refused = [answer(seq=head.seq + 2), answer(seq=head.seq), answer(prev_hash="1" * 64),
                answer(request_id="r2"), answer(dataset="other"), answer(analyst="bob"),
                answer(type="genesis")]
-    assert [backend.append_after(e) for e in refused] == [False] * len(refused)
+    assert [backend.append_after(e, head) for e in refused] == [False] * len(refused)
+    # the head as the ledger object remembers it must be the last row in every column
+    others = [replace(head, grant_spent="pure:0/1"), replace(head, query=None),
+              replace(head, mechanism="m2"), replace(head, grant_charges=0),
+              replace(head, at="2000-01-01T00:00:00+00:00")]
+    assert [backend.append_after(answer(), h) for h in others] == [False] * len(others)
     assert len(list(led.entries())) == head.seq            # nothing was written
-    assert backend.append_after(answer()) is True
+    assert backend.append_after(answer(), head) is True
     assert [e.type for e in led.entries()][-2:] == ["charge", "answer"]
+    led.close()
+
+
+def test_a_head_row_edited_in_place_stops_the_answer_written_without_a_read(
+        persistent_store: Store):
+    """The charge awaiting its answer is edited in place (triggers dropped and put back)
+    with its hash column kept: the answer's conditional INSERT compares the whole row the
+    ledger object wrote, not only the hash, so nothing is written without a read, and the
+    read finds the row no longer matches its hash. Control: the hash column alone is
+    unchanged, so a hash-only condition would have let the answer in."""
+    led = persistent_store.open()
+    led.set_dataset_budget("adult", PureDP(10))
+    led.set_budget("alice", "adult", PureDP(1))
+    led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+               mechanism="m")
+    head = list(led.entries())[-1]
+    persistent_store.rewrite(f"UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0 "
+                             f"WHERE seq = {head.seq}")
+    assert persistent_store.sql(f"SELECT hash FROM ledger WHERE seq = {head.seq}") \
+        == [(head.hash,)]                                  # control: the hash is kept
+    with pytest.raises(LedgerTamperedError, match=f"at row {head.seq}"):
+        led.store_answer("alice", "r1", "42")
+    assert persistent_store.sql("SELECT count(*) FROM ledger WHERE type = 'answer'") == [(0,)]
     led.close()
 
 
@@ -160,7 +189,7 @@ def test_an_answer_never_fills_a_gap_cut_into_the_ledger(persistent_store: Store
     gap = LedgerEntry(seq=head.seq + 1, type="answer", analyst="alice", dataset="adult",
                       request_id="r1", payload="42", at=head.at, prev_hash=head.hash,
                       hash="0" * 64)
-    assert led.backend.append_after(gap) is False
+    assert led.backend.append_after(gap, head) is False
     assert persistent_store.sql(f"SELECT count(*) FROM ledger WHERE seq = {head.seq + 1}") \
         == [(0,)]
     led.close()

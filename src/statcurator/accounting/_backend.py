@@ -185,11 +185,12 @@ class LedgerBackend(abc.ABC):
         Raises :class:`ChainConflict` when ``entry.seq`` or the (analyst, request id) of a
         charge or answer is already taken."""
 
-    def append_after(self, entry: LedgerEntry) -> bool:
-        """Insert an answer row, in one statement, only if the last row is ``entry.seq - 1``
-        with hash ``entry.prev_hash`` and the charge of (analyst, request id) on the entry's
-        dataset exists; True when inserted, False (nothing written) otherwise. Like
-        :meth:`append` otherwise (atomic, committed on return, :class:`ChainConflict`).
+    def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
+        """Insert an answer row, in one statement, only if the last row is ``head``, equal in
+        every column (``entry.seq`` is ``head.seq + 1``, ``entry.prev_hash`` is
+        ``head.hash``), and the charge of (analyst, request id) on the entry's dataset
+        exists; True when inserted, False (nothing written) otherwise. Like :meth:`append`
+        otherwise (atomic, committed on return, :class:`ChainConflict`).
 
         The ledger stores an answer this way without reading first; a backend that cannot
         (this default) returns False, and the ledger reads, decides and appends instead."""

@@ -748,8 +748,9 @@ class Ledger:
         statement found anything else than expected.
 
         The statement (:meth:`LedgerBackend.append_after`) inserts only if the remembered
-        row is still the last one, with the same hash (another writer has not appended
-        since; the ledger was not cut back), and the charge is there. Only the object that
+        row is still the last one, equal in every column (another writer has not appended
+        since; the ledger was not cut back; the row was not edited in place), and the
+        charge is there. Only the object that
         made a charge stores its answer, once, so no answer exists yet (a unique index
         refuses a second). Any other outcome falls back to :meth:`_write` (read — with its
         checks that the ledger did not shrink and its rows are intact — decide, append)."""
@@ -761,7 +762,7 @@ class Ledger:
                           analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
         row = _seal(row, digest(row, self._key))
         try:
-            if not self._backend.append_after(row):
+            if not self._backend.append_after(row, head):
                 return False
         except ChainConflict:
             return False

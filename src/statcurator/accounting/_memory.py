@@ -102,13 +102,14 @@ class MemoryBackend(LedgerBackend):
         with self._lock:
             self._append(_exact(entry))
 
-    def append_after(self, entry: LedgerEntry) -> bool:
+    def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
         with self._lock:
             self._check()
             rows = self._rows
             charge = self._ids.get(("charge", entry.analyst, entry.request_id))
-            if (entry.type != "answer" or not rows or rows[-1].seq != entry.seq - 1
-                    or rows[-1].hash != entry.prev_hash or charge is None
+            if (entry.type != "answer" or not rows or rows[-1] != _exact(head)
+                    or entry.seq != head.seq + 1 or entry.prev_hash != head.hash
+                    or charge is None
                     or charge.dataset != entry.dataset):
                 return False
             self._append(_exact(entry))

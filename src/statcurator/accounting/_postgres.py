@@ -209,21 +209,29 @@ class PostgresBackend(LedgerBackend):
         placeholders = ", ".join(["%s"] * len(COLUMNS))
         self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())
 
-    def append_after(self, entry: LedgerEntry) -> bool:
-        if entry.type != "answer":
+    def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
+        if (entry.type != "answer" or entry.seq != head.seq + 1
+                or entry.prev_hash != head.hash):
             return False
         params = {f"c{i}": v for i, v in enumerate(entry.values())}
-        return bool(self._run(self._insert_after,
-                              {**params, "head": entry.seq - 1, "prev": entry.prev_hash}))
+        params.update({f"h{i}": v for i, v in enumerate(head.values())})
+        return bool(self._run(self._insert_after, params))
 
     @functools.cached_property
     def _insert_after(self) -> str:
-        """append_after's statement (this ledger's table is fixed: written once)."""
-        q, at = self._q, {c: f"%(c{i})s" for i, c in enumerate(COLUMNS)}
-        values = ", ".join(f"{at[c]}::{'bigint' if c in _BIGINT else 'text'}" for c in COLUMNS)
-        return (f"INSERT INTO {q} ({_COLS}) SELECT {values} "
-                f"WHERE (SELECT max(seq) FROM {q}) = %(head)s "
-                f"AND (SELECT hash FROM {q} WHERE seq = %(head)s) = %(prev)s "
+        """append_after's statement (this ledger's table is fixed: written once): the new
+        row's values are %(c0)s.., the expected head's %(h0)s.. (compared NULL-safely)."""
+        q = self._q
+
+        def typed(mark: str) -> str:
+            return ", ".join(f"%({mark}{i})s::{'bigint' if c in _BIGINT else 'text'}"
+                             for i, c in enumerate(COLUMNS))
+
+        at = {c: f"%(c{i})s" for i, c in enumerate(COLUMNS)}
+        return (f"INSERT INTO {q} ({_COLS}) SELECT {typed('c')} "
+                f"WHERE (SELECT max(seq) FROM {q}) = %(h0)s "
+                f"AND EXISTS (SELECT 1 FROM {q} WHERE seq = %(h0)s "
+                f"AND ({_COLS}) IS NOT DISTINCT FROM ({typed('h')})) "
                 f"AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
                 f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
                 f"{at['dataset']}) RETURNING seq")

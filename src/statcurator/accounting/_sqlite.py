@@ -96,13 +96,15 @@ _TRIGGERS = {"ledger_append_only_update", "ledger_append_only_delete"}
 _COLS = ", ".join(COLUMNS)
 _INSERT = f"INSERT INTO ledger ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})"
 # An answer right after the row its ledger object knows as the head: inserted only if that
-# row is still the last, unchanged, and the answer's charge exists (see append_after).
+# row is still the last, unchanged in every column, and the answer's charge exists (see
+# append_after). ?1..?N are the new row's values, ?N+1..?2N the head's (NULL-safe: IS).
 _N = len(COLUMNS)
 _AT = {c: f"?{i}" for i, c in enumerate(COLUMNS, 1)}  # the new row's values by column
 _INSERT_AFTER = (
     f"INSERT INTO ledger ({_COLS}) SELECT {', '.join(_AT.values())} "
     f"WHERE (SELECT max(seq) FROM ledger) = ?{_N + 1} "
-    f"AND (SELECT hash FROM ledger WHERE seq = ?{_N + 1}) = ?{_N + 2} "
+    f"AND (SELECT {_COLS} FROM ledger WHERE seq = ?{_N + 1}) "
+    f"IS ({', '.join(f'?{i}' for i in range(_N + 1, 2 * _N + 1))}) "
     f"AND EXISTS (SELECT 1 FROM ledger WHERE type = 'charge' AND analyst = {_AT['analyst']} "
     f"AND request_id = {_AT['request_id']} AND dataset = {_AT['dataset']})")
 # The state of a charge in one statement; ?1 analyst, ?2 dataset, ?3 request id.
@@ -288,11 +290,11 @@ class SQLiteBackend(LedgerBackend):
     def append(self, entry: LedgerEntry) -> None:
         self._insert(entry, _INSERT, entry.values())
 
-    def append_after(self, entry: LedgerEntry) -> bool:
-        if entry.type != "answer":
+    def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
+        if (entry.type != "answer" or entry.seq != head.seq + 1
+                or entry.prev_hash != head.hash):
             return False
-        return self._insert(entry, _INSERT_AFTER,
-                            (*entry.values(), entry.seq - 1, entry.prev_hash)) == 1
+        return self._insert(entry, _INSERT_AFTER, (*entry.values(), *head.values())) == 1
 
     def _insert(self, entry: LedgerEntry, sql: str, params: tuple[object, ...]) -> int:
         """Run one INSERT statement (autocommit: its own transaction); the rows inserted."""
