@@ -151,6 +151,8 @@ class MemoryEngine:
             if not _in_key_sets(key, plan.key_values):
                 continue
             unit = _canon(evaluate(plan.bounding.unit, row)) if plan.bounding else None
+            if plan.bounding and (unit is None or unit is _NAN):
+                continue  # no unit id: belongs to no known unit (as the SQL engines)
             qs = tuple(q.quantize(evaluate(q.expr, row)) for q in inputs)
             nn = tuple(0 if evaluate(e, row) is None else 1 for e in nonnull)  # type: ignore[arg-type]
             xs = tuple(_canon(evaluate(e, row)) for e in distinct)  # type: ignore[arg-type]

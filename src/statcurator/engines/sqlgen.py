@@ -8,7 +8,8 @@ DuckDB's widen to HUGEINT. The statement has the shape::
 
     WITH __sc_src AS (SELECT keys AS k0.., unit AS __u, quantized inputs AS q0..,
                              non-null flags AS n0.. FROM table [JOIN public ...]
-                      WHERE filter AND keys in their public key sets),
+                      WHERE filter AND keys in their public key sets
+                            AND the unit is not NULL (nor NaN)),
          [__sc_grp: DENSE_RANK() OVER (PARTITION BY __u ORDER BY md5(salt, unit, keys),
                                        k0, k1, ...) per unit <= max_groups,]
          [__sc_rnk: ROW_NUMBER() OVER (PARTITION BY __u ORDER BY md5(salt, unit, keys, q..,
@@ -25,6 +26,11 @@ A centred term (``SUM(2q - c)``, and its squares) is returned as its raw moments
 DuckDB aggregates raw moments about 10% faster than it computes the centred sum itself.
 Every real value is clamped in double precision and rounded with ``FLOOR(x·2^k + 0.5)``,
 exact for the |x·2^k| <= 2^30 the compiler guarantees, so DuckDB, Spark and Python agree.
+
+**Rows without a unit id.** With contribution bounding, a row whose unit id is NULL (or
+NaN) is read by nothing: it belongs to no known unit. Bounded together as one unit, such rows
+would let one person added without an id change which rows of the others are kept (an L1
+change of 2 against a declared 1). The memory engine skips them too.
 
 **Group identity in contribution bounding.** A person may keep at most ``max_groups``
 groups. The groups are ranked by a salted hash (a fresh random order per release), and the
@@ -401,7 +407,13 @@ def plan_statements(plan: EnginePlan, salt: str, names: dict[str, str] | None = 
     cols: list[exp.Expression] = [exp.alias_(expr_tree(k.expr), f"k{i}")
                                   for i, k in enumerate(plan.keys)]
     if plan.bounding is not None:
-        cols.append(exp.alias_(expr_tree(plan.bounding.unit), "__u"))
+        unit_expr = expr_tree(plan.bounding.unit)
+        cols.append(exp.alias_(unit_expr, "__u"))
+        # A row without a unit id (NULL, or NaN for a real id) belongs to no known unit:
+        # bounded together, one person added with no id would change the rows another kept
+        preds.append(exp.Not(this=_is_null(unit_expr.copy())))
+        if plan.real_unit:
+            preds.append(exp.Not(this=exp.IsNan(this=unit_expr.copy())))
     cols += [exp.alias_(quantized_sql(q), qname[q]) for q in inputs]
     cols += [exp.alias_(_case([(_is_null(expr_tree(e)), _int(0))], _int(1)), f"n{i}")  # type: ignore[arg-type]
              for i, e in enumerate(nonnull)]
