@@ -186,6 +186,7 @@ class Curator:
             self.catalog.tables.pop(name, None)
             if source is not None:
                 self.engine.register(name, source)
+                _check_kinds(self.engine, name, info)
                 _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
@@ -214,6 +215,7 @@ class Curator:
 
         with self._lock:
             self.engine.register(name, TableSource.from_arrow(table))
+            _check_kinds(self.engine, name, info)
             _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = None  # public: joined by DP queries, never anonymized
@@ -875,6 +877,29 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _check_kinds(engine: Any, name: str, info: Any) -> None:
+    """Refuse (and unregister) a table whose columns the engine reads with other kinds than
+    the compiler derived from the data's schema: a query well-typed for the compiler could
+    then make the engine convert values as it runs, and fail on some rows only — an error
+    that says whether a row exists, at no cost. Numeric kinds agree with each other; a
+    column of kind ``other`` is refused by every query anyway."""
+    read = getattr(engine, "column_kinds", None)
+    if read is None:  # an engine that does not say: the compiler's kinds stand
+        return
+    found = read(name)
+    numeric = ("integer", "real")
+    wrong = [f"{c!r} ({k} from the data's schema, {found.get(c, 'missing')} in the engine)"
+             for c, k in info.kinds.items()
+             if k != "other" and k != found.get(c)
+             and not (k in numeric and found.get(c) in numeric)]
+    if wrong:
+        engine.unregister(name)
+        raise DataError(f"the engine reads column(s) {', '.join(wrong)} of {name!r} with "
+                        "another type than the data's schema says",
+                        remedy="convert those columns in the data to a plain integer, real, "
+                               "text or boolean type and register it again")
+
 
 def _declare_types(engine: Any, name: str, meta: TableMeta) -> None:
     """Tell the engine a table's metadata (engines that check types ahead, like DuckDB,

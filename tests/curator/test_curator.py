@@ -334,15 +334,16 @@ def test_unknown_table_error_lists_registered_tables(cur):
 
 
 def test_a_query_the_data_types_cannot_run_is_refused_before_the_charge(tmp_path) -> None:
-    """Metadata that declares an integer over a DATE column: DuckDB cannot bind SUM on it.
-    Registration finds the mismatch, so the engine prepares the plan (binding, no rows read)
-    before the ledger is charged."""
+    """Metadata that declares an integer over a DATE column: registration finds (and warns
+    of) the mismatch, and the analysis goes by the data's type, which no query may use (a
+    date's comparisons and casts are not those the analysis knows): refused before the
+    ledger is charged."""
     import datetime
 
     import duckdb
 
     from statcurator import Curator
-    from statcurator.core.errors import EngineError
+    from statcurator.core.errors import UnsupportedQueryError
     from statcurator.core.schema import Column, TableMeta
 
     db = tmp_path / "visits.duckdb"
@@ -357,7 +358,7 @@ def test_a_query_the_data_types_cannot_run_is_refused_before_the_charge(tmp_path
     assert cur.engine.declare_types("visits", meta) == [
         "column 'day' is declared integer but its data is DATE"]
     cur.set_budget("alice", "visits", epsilon=1)
-    with pytest.raises(EngineError, match="nothing was charged"):
+    with pytest.raises(UnsupportedQueryError, match="'day' has a type queries cannot use"):
         cur.sql("SELECT SUM(day) AS s FROM visits").release(epsilon=0.5, analyst="alice")
     assert cur.budget("alice", "visits").spent.epsilon == 0
     assert cur.ledger.charges() == []

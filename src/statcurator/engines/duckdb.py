@@ -218,6 +218,22 @@ class DuckDBEngine:
                 self._typed.add(name)
             return wrong
 
+    def column_kinds(self, name: str) -> dict[str, str]:
+        """The kind (``integer``, ``real``, ``string``, ``boolean`` or ``other``) of each
+        column of a registered table, as DuckDB reads it: the curator checks at
+        registration that the compiler's kinds (from the data's Arrow schema) are these.
+
+        >>> import pyarrow as pa
+        >>> from statcurator.engines.base import TableSource
+        >>> eng = DuckDBEngine()
+        >>> eng.register("t", TableSource.from_arrow(pa.table({"x": [1], "s": ["a"]})))
+        >>> eng.column_kinds("t")
+        {'x': 'integer', 's': 'string'}
+        """
+        with self._lock:
+            rows = self.con.execute(f"DESCRIBE {quote(name)}").fetchall()
+        return {str(r[0]): _duckdb_kind(str(r[1])) for r in rows}
+
     def sql(self, plan: EnginePlan, salt: str = "0") -> tuple[str, list[str]]:
         """The statements this engine runs for ``plan`` (for ``explain``)."""
         return plan_sql(plan, salt)
@@ -356,6 +372,19 @@ def _bytes(text: str) -> int | None:
         return int(float(parts[0]) * _UNITS[parts[1].lower()])
     except ValueError:
         return None
+
+
+def _duckdb_kind(actual: str) -> str:
+    """The kind of a DuckDB column type (an ENUM compares as its text; a DECIMAL is real)."""
+    t = actual.upper()
+    for kind, types in _FITS.items():
+        if t in types:
+            return kind
+    if t.startswith("DECIMAL("):
+        return "real"
+    if t.startswith(("ENUM(", "VARCHAR")):
+        return "string"
+    return "other"
 
 
 def _type_fits(declared: str, actual: str) -> bool:

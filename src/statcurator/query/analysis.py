@@ -84,7 +84,17 @@ class Analyzer:
     def kind(self, e: Expr) -> str:
         """``integer``, ``real``, ``string``, ``boolean`` or ``null``; refuses ill-typed ones."""
         if isinstance(e, Col):
-            return self.scope.info_of(e).kind(e.name)
+            kind = self.scope.info_of(e).kind(e.name)
+            if kind == "other":
+                # a date, a time, a struct, a list, bytes...: the engine's comparisons,
+                # casts and group keys on such values are not those the analysis knows, and
+                # may fail (after the charge, or only on some rows: an error as an oracle)
+                raise UnsupportedQueryError(
+                    f"column {e.name!r} has a type queries cannot use (not an integer, real, "
+                    "string or boolean)",
+                    remedy="convert it in the data (a date to text, or to a number such as "
+                           "its year or days since a fixed day) and register it again")
+            return kind
         if isinstance(e, Lit):
             return _lit_kind(e.value)
         if isinstance(e, Compare):

@@ -32,16 +32,29 @@ MAX_PUBLIC_KEYS = 100_000
 
 
 def arrow_kind(arrow_type: Any) -> str:
-    """The kind (``integer``, ``real``, ``string``, ``boolean`` or ``other``) of an Arrow type."""
+    """The kind (``integer``, ``real``, ``string``, ``boolean`` or ``other``) of an Arrow type.
+
+    A dictionary-encoded column (a pandas Categorical) has the kind of its values, as the
+    engines read it: categories of integers are integers, not text.
+
+    >>> import pyarrow as pa
+    >>> arrow_kind(pa.dictionary(pa.int8(), pa.int64())), arrow_kind(pa.dictionary(pa.int8(), pa.string()))
+    ('integer', 'string')
+    >>> arrow_kind(pa.date32())
+    'other'
+    """
     import pyarrow.types as pt
 
+    if pt.is_dictionary(arrow_type):
+        return arrow_kind(arrow_type.value_type)
     if pt.is_boolean(arrow_type):
         return "boolean"
     if pt.is_integer(arrow_type):
         return "integer"
     if pt.is_floating(arrow_type) or pt.is_decimal(arrow_type):
         return "real"
-    if pt.is_string(arrow_type) or pt.is_large_string(arrow_type) or pt.is_dictionary(arrow_type):
+    if (pt.is_string(arrow_type) or pt.is_large_string(arrow_type)
+            or getattr(pt, "is_string_view", lambda _: False)(arrow_type)):
         return "string"
     return "other"
 
@@ -86,10 +99,7 @@ class TableInfo:
             raise UnsupportedQueryError(
                 f"table {self.name!r} has no column {column!r}",
                 remedy="its columns are: " + ", ".join(self.kinds))
-        k = self.kinds[column]
-        if k == "other" and column in self.meta:
-            return str(self.meta[column].type)
-        return k
+        return self.kinds[column]
 
     def column(self, column: str) -> Column:
         """The declared metadata of a column (undeclared columns: a bare Column of its kind)."""
