@@ -205,3 +205,44 @@ def test_bounds_refuse_invalid_arguments() -> None:
     with pytest.raises(InvalidParameterError):
         sqrt_bounds(-1)
     assert getcontext().prec >= 28  # the tests did not change the global decimal context
+
+
+class _Guarded(Fraction):
+    """Fraction that refuses to *build* a number written with a decimal exponent beyond
+    ±1000 (what would take minutes: Fraction("1e-99999999") computes 10^99999999)."""
+
+    def __new__(cls, value: object = 0, *rest: object) -> Fraction:  # type: ignore[misc]
+        import re
+
+        text = str(value) if isinstance(value, str | Decimal) else ""
+        m = re.search(r"[eE]\s*([+-]?\d+)\s*$", text)
+        assert m is None or abs(int(m.group(1))) <= 1000, f"asked to build {text[:30]}"
+        return Fraction(value, *rest)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["1e-99999999", "1e99999999", "-2.5E+123456789",
+                                  "0.000001e-9999999"])
+def test_a_huge_decimal_exponent_is_refused_before_the_number_is_built(monkeypatch,
+                                                                        text: str) -> None:
+    """Finding of the 2026-11-26 service review: one 65-byte request with epsilon
+    "1e-20000000" held a server for 18 s (and "1e-99999999" for 210 s) while Python built
+    10^20000000 only to refuse it as too small. Control: the guard stops the old path."""
+    import statcurator.core.numbers as numbers_module
+
+    monkeypatch.setattr(numbers_module, "Fraction", _Guarded)
+    for value in (text, Decimal(text)):
+        with pytest.raises(InvalidParameterError, match="is too (small|large)"):
+            exact(value, "epsilon", strings=True, positive=False)
+    with pytest.raises(AssertionError, match="asked to build"):
+        _Guarded(text)                  # control: what exact() used to call first
+
+
+def test_a_zero_with_a_huge_exponent_is_zero_and_text_is_bounded(monkeypatch) -> None:
+    import statcurator.core.numbers as numbers_module
+
+    monkeypatch.setattr(numbers_module, "Fraction", _Guarded)
+    assert exact("-0.00e-99999999", "delta", strings=True, allow_zero=True) == 0
+    with pytest.raises(InvalidParameterError, match="is not a number"):
+        exact("xe-99999999", "delta", strings=True, allow_zero=True)
+    with pytest.raises(InvalidParameterError, match="too long to be a parameter"):
+        exact("0." + "0" * 500 + "1", "delta", strings=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from decimal import Decimal
 from fractions import Fraction
 
@@ -54,6 +55,15 @@ MAX_MAGNITUDE = Fraction(2**256)
 #: Numerators and denominators above this many bits are refused: a parameter inside the
 #: magnitude range needs at most about 150 significant decimal digits to be written down.
 MAX_BITS = 512
+
+
+#: A number given as text is refused unread when longer than this, or when its decimal
+#: exponent is beyond ±_MAX_EXPONENT: ``Fraction("1e-99999999")`` builds 10^99999999 (minutes
+#: of CPU, holding the GIL: one request would stall a whole service) only to be refused as
+#: too small. A Decimal's exponent is checked the same way.
+_MAX_TEXT = 400
+_MAX_EXPONENT = 400
+_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)$")
 
 
 def _refuse(name: str, problem: str, remedy: str) -> InvalidParameterError:
@@ -97,7 +107,7 @@ def exact(
     if isinstance(value, str):
         if not strings:
             raise _refuse(name, f"must be a number, got the string {value!r}", remedy)
-        text = value.strip()
+        text = _written_size_checked(value.strip(), name)
         try:
             if text.lower() in {"nan", "inf", "-inf", "+inf", "infinity", "-infinity"}:
                 raise ValueError
@@ -111,6 +121,12 @@ def exact(
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise _refuse(name, f"must be a finite number, got {value}", remedy)
+        if len(value.as_tuple().digits) > _MAX_TEXT:
+            raise _refuse(name, f"has more precision than a parameter can use ("
+                                f"{len(value.as_tuple().digits)} digits)",
+                          f"round {name} to at most 30 significant digits")
+        if value and abs(value.adjusted()) > _MAX_EXPONENT:
+            raise _out_of_range(name, value.adjusted() < 0, f"1e{value.adjusted():+d}")
         result = Fraction(value)
     elif isinstance(value, numbers.Real):
         f = float(value)
@@ -143,6 +159,40 @@ def exact(
 
 
 _RANGE = "2^-256 (≈8.6e-78) and 2^256 (≈1.2e77)"
+
+
+def _out_of_range(name: str, small: bool, shown: str) -> InvalidParameterError:
+    return _refuse(name, f"is {'too small' if small else 'too large'} (≈{shown}): a "
+                         f"parameter's magnitude must lie between {_RANGE}",
+                   f"pass a {name} in that range, such as {name}=1")
+
+
+def _written_size_checked(text: str, name: str) -> str:
+    """``text``, once it is short enough to be read quickly: refuses, before reading it, a
+    number written too long or with a decimal exponent far outside the range of any
+    parameter (its value would take long to build); a zero so written becomes ``"0"``.
+
+    >>> _written_size_checked("-0.0e-99999999", "delta")
+    '0'
+    >>> _written_size_checked("1e-99999999", "epsilon")
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.InvalidParameterError: epsilon is too small (≈1e-99999999): a parameter's magnitude must lie between 2^-256 (≈8.6e-78) and 2^256 (≈1.2e77); pass a epsilon in that range, such as epsilon=1
+    """
+    if len(text) > _MAX_TEXT:
+        raise _refuse(name, f"is too long to be a parameter ({len(text)} characters)",
+                      f"write {name} with at most 30 significant digits, such as {name}=0.5")
+    m = _EXPONENT.search(text)
+    if m is None or abs(int(m.group(1))) <= _MAX_EXPONENT:
+        return text
+    mantissa = text[:m.start()].rstrip()
+    if re.fullmatch(r"[+-]?(0[0_]*\.?[0_]*|\.[0_]+)", mantissa):
+        return "0"  # a zero, whatever its exponent
+    if not re.fullmatch(r"[+-]?(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)", mantissa):
+        raise _refuse(name, f"is not a number: {text!r}",
+                      f"pass a positive finite value such as {name}=1")
+    exponent = int(m.group(1))
+    raise _out_of_range(name, exponent < 0, f"1e{exponent:+d}")
 
 
 def _magnitude(x: Fraction) -> str:
