@@ -51,7 +51,7 @@ import threading
 import uuid
 import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -64,7 +64,7 @@ from .core.errors import (
     UnsupportedQueryError,
 )
 from .core.measures import ApproxDP, PrivacyLoss, loss_from_parameters
-from .core.numbers import exact, round_up_decimal
+from .core.numbers import exact, exact_probability, round_up_decimal
 from .core.schema import Column, TableMeta
 
 if TYPE_CHECKING:
@@ -505,10 +505,12 @@ class Curator:
             if charge.replayed:
                 return result_from_json(estimator, self.ledger.replay(analyst, rid))
             table = source.to_arrow().select(list(job.columns))
-        cert = _estimator_certificate(estimator, job, meta, dataset, charge)
-        cert["ledger"]["location"] = self.ledger.location
-        result = _with_certificate(job.measurement(table), cert)
-        self.ledger.store_answer(analyst, rid, result_to_json(estimator, result))
+        with _abandoned_on_error(self.ledger, analyst, rid):
+            cert = _estimator_certificate(estimator, job, meta, dataset, charge)
+            cert["ledger"]["location"] = self.ledger.location
+            result = _with_certificate(job.measurement(table), cert)
+            payload = result_to_json(estimator, result)
+        self.ledger.store_answer(analyst, rid, payload)
         return result
 
     def synthesize(self, dataset: str, synthesizer: Any, *, rows: int | None = None,
@@ -790,6 +792,9 @@ class Query:
             if not 0 < a < 1:
                 raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}",
                                             remedy="alpha=0.05 gives 95% intervals")
+            # the intervals' own rule (as_alpha), checked before the charge: a subnormal
+            # alpha used to be refused by the noise step, after the budget was spent
+            exact_probability(a, "alpha", allow_zero=False)
             bound = self.bind(epsilon, delta, weights=weights, rho=rho)
             cost = bound.check_cost()
             # Kerckhoffs: the release's certificate, and the cost derived again from it by a
@@ -841,9 +846,11 @@ class Query:
             if isinstance(exact_result, Exception):
                 raise exact_result
         # the query Measurement's function is the noise: the same object whose map was charged
-        rel = self._build(bound, bound.measurement.function(exact_result, a), analyst, rid, a,
-                          nonnegative, cert)
-        cur.ledger.store_answer(analyst, rid, rel.to_json())
+        with _abandoned_on_error(cur.ledger, analyst, rid):
+            rel = self._build(bound, bound.measurement.function(exact_result, a), analyst,
+                              rid, a, nonnegative, cert)
+            payload = rel.to_json()
+        cur.ledger.store_answer(analyst, rid, payload)
         return rel
 
     def _build(self, bound: BoundQuery, noisy: Any, analyst: str, rid: str,
@@ -877,6 +884,20 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _abandoned_on_error(ledger: Any, analyst: str, rid: str) -> Iterator[None]:
+    """Around the work after a charge: if it fails, the ledger is told that this charge's
+    answer will never be stored (the budget stays spent; a replay then says the answer was
+    lost, instead of waiting for it)."""
+    try:
+        yield
+    except BaseException:
+        abandon = getattr(ledger, "abandon", None)  # a ledger of another package may lack it
+        if abandon is not None:
+            abandon(analyst, rid)
+        raise
+
 
 def _check_kinds(engine: Any, name: str, info: Any) -> None:
     """Refuse (and unregister) a table whose columns the engine reads with other kinds than

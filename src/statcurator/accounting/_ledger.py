@@ -485,6 +485,27 @@ class Ledger:
                 self._write(analyst, None, request_id, build)
             self._pending.pop(key, None)
 
+    def abandon(self, analyst: str, request_id: str) -> None:
+        """Say that the answer of a charge this object made will never be stored (the
+        release failed after its charge): the budget stays spent, and a replay of the
+        request says its answer was lost instead of waiting for it. A no-op for a request
+        this object has no answer pending for.
+
+        >>> from statcurator.core.measures import PureDP
+        >>> led = Ledger()
+        >>> _ = led.set_dataset_budget("adult", PureDP(10))
+        >>> _ = led.set_budget("alice", "adult", PureDP(1))
+        >>> _ = led.charge("alice", "adult", PureDP(0.5), request_id="r", query="q", mechanism="m")
+        >>> led.abandon("alice", "r")
+        >>> led.replay("alice", "r")
+        Traceback (most recent call last):
+        ...
+        statcurator.accounting.AnswerLostError: request 'r' is charged (ε=0.5) but no answer is stored: its release failed after the charge, the curator stopped between the charge ... and the release, or another process is still computing it; the budget stays spent and fresh noise is never released for free under a charged request id; submit the query under a new request id, which is charged again
+        """
+        key = (analyst_id(analyst), check_name(request_id, "request_id"))
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._pending.pop(key, None)
+
     def answer(self, analyst: str, request_id: str) -> str | None:
         """The answer stored for ``analyst``'s ``request_id``, or ``None``.
 
@@ -527,8 +548,9 @@ class Ledger:
             raise AnswerLostError(f"{problem}: its first submission is still being computed in "
                                   "this process", remedy="retry when it has returned")
         raise AnswerLostError(
-            f"{problem}: the curator stopped between the charge ({prior.at}) and the "
-            "release, or another process is still computing it",
+            f"{problem}: its release failed after the charge, the curator stopped between "
+            f"the charge ({prior.at}) and the release, or another process is still computing "
+            "it",
             remedy="the budget stays spent and fresh noise is never released for free under a "
                    "charged request id; submit the query under a new request id, which is "
                    "charged again")

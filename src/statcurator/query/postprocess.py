@@ -168,7 +168,10 @@ class NoisyAnswer:
             args = [self.point(a, g) for a in e.args]
             if any(a is None or isinstance(a, bool) for a in args):
                 return None
-            return apply_function(e.name, [float(a) for a in args])
+            floats = [_float(a) for a in args]
+            if any(f is None for f in floats):
+                return None
+            return apply_function(e.name, floats)  # type: ignore[arg-type]
         raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
 
     def _aggregates(self, e: Expr) -> tuple[Agg, ...]:
@@ -273,8 +276,8 @@ class NoisyAnswer:
             values.append(_out(self.point(e, g)))
             if noisy:
                 iv = self.interval(e, g, self.alpha)
-                lows.append(None if iv is None else float(iv[0]))
-                highs.append(None if iv is None else float(iv[1]))
+                lows.append(None if iv is None else _float(iv[0]))
+                highs.append(None if iv is None else _float(iv[1]))
         return [values, lows, highs] if noisy else [values]
 
 
@@ -302,7 +305,20 @@ def _num(v: Any) -> Any:
 def _out(v: Any) -> Any:
     if type(v) is int or type(v) is float:  # the common cases, without an ABC check
         return v
-    return float(v) if isinstance(v, Fraction) else v
+    return _float(v) if isinstance(v, Fraction) else v
+
+
+def _float(v: Any) -> float | None:
+    """``float(v)``, or NULL for an exact value beyond a double's range (a post-processed
+    ``SUM(x) * 1e308 * 10``): released values never raise, even after the charge.
+
+    >>> _float(Fraction(1, 4)), _float(Fraction(10) ** 400)
+    (0.25, None)
+    """
+    try:
+        return float(v)
+    except OverflowError:
+        return None
 
 
 def apply_function(name: str, args: Sequence[float]) -> float | None:
@@ -371,7 +387,10 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         if hi < 0 or (k < 0 and lo <= 0):
             return None  # undefined, or unbounded near 0
         lo = max(lo, Fraction(0))  # a fractional power: of the interval's non-negative part
-        a, b = (apply_function("power", [float(x), float(k)]) for x in (lo, hi))
+        fk, flo, fhi = _float(k), _float(lo), _float(hi)
+        if fk is None or flo is None or fhi is None:
+            return None  # beyond a double's range: no interval (never an error)
+        a, b = (apply_function("power", [x, fk]) for x in (flo, fhi))
         if a is None or b is None:
             return None
         return (Fraction(min(a, b)), Fraction(max(a, b)))
@@ -381,8 +400,11 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         return (sqrt_fraction(max(lo, Fraction(0))), sqrt_fraction(hi))
     if name in ("ln", "log10") and lo <= 0:
         return None
-    rest = [float(p[0]) for p in parts[1:]]  # ROUND's decimals: a constant
-    a, b = (apply_function(name, [float(x)] + rest) for x in (lo, hi))  # increasing functions
+    ends = [_float(lo), _float(hi), *(_float(p[0]) for p in parts[1:])]  # ROUND's decimals
+    if any(x is None for x in ends):
+        return None  # beyond a double's range: no interval (never an error)
+    flo, fhi, *rest = ends
+    a, b = (apply_function(name, [x, *rest]) for x in (flo, fhi))  # increasing functions
     if a is None or b is None:
         return None
     return (Fraction(a), Fraction(b))

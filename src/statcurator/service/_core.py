@@ -659,6 +659,10 @@ def _params(body: Mapping[str, Any], default_alpha: float) -> dict[str, Any]:
             or not 0 < alpha < 1 or not math.isfinite(alpha):
         raise InvalidParameterError(f"alpha must be a number in (0, 1), got {alpha!r}",
                                     remedy="alpha=0.05 gives 95% intervals")
+    else:  # the intervals' own rule (a subnormal alpha is not a usable error rate)
+        from ..core.numbers import exact_probability
+
+        exact_probability(alpha, "alpha", allow_zero=False)
     weights = body.get("weights")
     if weights is not None:
         if not isinstance(weights, Mapping):
