@@ -25,6 +25,18 @@ BAD = [
     ("delta=-1e-9", {"sql": OK_SQL, "epsilon": 1, "delta": -1e-9}, 400),
     ("delta=1", {"sql": OK_SQL, "epsilon": 1, "delta": 1}, 400),
     ("alpha=2", {"sql": OK_SQL, "epsilon": 1, "alpha": 2}, 400),
+    # refused before the charge: a subnormal alpha used to be charged, then refused
+    ("alpha=1e-300", {"sql": OK_SQL, "epsilon": 1, "alpha": 1e-300}, 400),
+    # a huge exponent is refused unread (building 10^20000000 held the server for 18 s)
+    ("eps='1e-20000000'", {"sql": OK_SQL, "epsilon": "1e-20000000"}, 400),
+    ("delta='1e99999999'", {"sql": OK_SQL, "epsilon": 1, "delta": "1e99999999"}, 400),
+    # a lone surrogate (a valid JSON escape) cannot be stored or answered: was a 500
+    ("surrogate in a literal",
+     b'{"sql": "SELECT COUNT(*) AS n FROM adult WHERE sex = \'\\ud800\'", "epsilon": 1}', 422),
+    ("surrogate in a comment",
+     b'{"sql": "SELECT COUNT(*) AS n FROM adult -- \\udfff", "epsilon": 1}', 422),
+    ("surrogate in a weight", b'{"sql": "SELECT COUNT(*) AS n FROM adult", "epsilon": 1, '
+                              b'"weights": {"n\\ud800": 1}}', 422),
     ("weights", {"sql": OK_SQL, "epsilon": 1, "weights": {"n": -1}}, 400),
     ("rho and eps", {"sql": OK_SQL, "epsilon": 1, "rho": 1}, 400),
     ("row-level", {"sql": "SELECT * FROM adult", "epsilon": 1}, 422),

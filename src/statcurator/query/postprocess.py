@@ -400,11 +400,11 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         return (sqrt_fraction(max(lo, Fraction(0))), sqrt_fraction(hi))
     if name in ("ln", "log10") and lo <= 0:
         return None
-    ends = [_float(lo), _float(hi), *(_float(p[0]) for p in parts[1:])]  # ROUND's decimals
-    if any(x is None for x in ends):
+    floats = [_float(lo), _float(hi), *(_float(p[0]) for p in parts[1:])]  # ROUND's decimals
+    known = [x for x in floats if x is not None]
+    if len(known) < len(floats):
         return None  # beyond a double's range: no interval (never an error)
-    flo, fhi, *rest = ends
-    a, b = (apply_function(name, [x, *rest]) for x in (flo, fhi))  # increasing functions
+    a, b = (apply_function(name, [x, *known[2:]]) for x in known[:2])  # increasing functions
     if a is None or b is None:
         return None
     return (Fraction(a), Fraction(b))

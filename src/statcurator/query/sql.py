@@ -122,6 +122,12 @@ def parse_sql(text: str, catalog: Catalog) -> QueryPlan:
 
     if not isinstance(text, str) or not text.strip():
         raise UnsupportedQueryError("the query is empty", remedy="write SELECT ... FROM table")
+    try:  # a lone surrogate (a JSON "\ud800" escape) cannot be stored in the ledger
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsupportedQueryError("the query holds a lone UTF-16 surrogate (an unpaired "
+                                    "\\ud800-\\udfff escape)",
+                                    remedy="send the query as valid Unicode") from None
     # what sqlglot raises on text it cannot read: its own errors (a string or a name left
     # open is a TokenError), and — on some malformed input — a TypeError from inside its
     # parser, or a RecursionError when brackets nest hundreds deep

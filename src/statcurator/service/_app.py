@@ -16,7 +16,16 @@ from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -32,7 +41,20 @@ __all__ = ["create_app", "app_from_environment", "CONFIG_ENV"]
 CONFIG_ENV = "STATCURATOR_SERVICE_CONFIG"
 STATIC = Path(__file__).parent / "static"
 
-Number = StrictInt | StrictFloat | StrictStr
+def _encodable(text: str) -> str:
+    """Text a request may carry: encodable as UTF-8 (JSON's ``\\ud800`` escapes decode to lone
+    surrogates, which no database, hash or response can hold: a 500 before this check)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the text holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
+                         "escape); send valid Unicode") from None
+    return text
+
+
+#: every text field of a request body: a string, valid as UTF-8
+Text = Annotated[StrictStr, AfterValidator(_encodable)]
+Number = StrictInt | StrictFloat | Text
 _NUM = "a number, or exact text such as \"1/3\""
 
 
@@ -41,14 +63,14 @@ class QueryBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"sql": "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex", "epsilon": 0.5}]})
-    sql: StrictStr = Field(description="One aggregate SELECT (docs/queries.md).")
+    sql: Text = Field(description="One aggregate SELECT (docs/queries.md).")
     epsilon: Number | None = Field(None, description=f"ε to spend: {_NUM}.")
     delta: Number | None = Field(None, description="δ (partition selection; with rho, the "
                                                    "(ε, δ) conversion).")
     rho: Number | None = Field(None, description="ρ: Gaussian noise under zCDP.")
     alpha: StrictFloat | StrictInt | None = Field(None, description="Error rate of the "
                                                                     "intervals (0.05).")
-    weights: dict[str, Number] | None = Field(None, description="Share of ε per output.")
+    weights: dict[Text, Number] | None = Field(None, description="Share of ε per output.")
     nonnegative: StrictBool = Field(False, description="Clamp counts at 0 (post-processing).")
 
 
@@ -63,15 +85,15 @@ class LossBody(BaseModel):
 
 class AnalystBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: StrictStr = Field(description="The analyst's name (normalized into its identity).")
-    role: StrictStr = Field("analyst", description="analyst or admin")
+    name: Text = Field(description="The analyst's name (normalized into its identity).")
+    role: Text = Field("analyst", description="analyst or admin")
 
 
 class DatasetBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: StrictStr
-    data: StrictStr = Field(description="A CSV/Parquet/DuckDB file on the server, or 'adult'.")
-    metadata: StrictStr | None = Field(None, description="A metadata TOML on the server.")
+    name: Text
+    data: Text = Field(description="A CSV/Parquet/DuckDB file on the server, or 'adult'.")
+    metadata: Text | None = Field(None, description="A metadata TOML on the server.")
     budget: LossBody | None = Field(None, description="The dataset-wide budget.")
     grant: LossBody | None = Field(None, description="Each new analyst's grant.")
 
@@ -81,17 +103,17 @@ class AnonymizeBody(BaseModel):
     k: StrictInt | None = Field(5, description="k-anonymity.")
     l: StrictInt | None = Field(None, description="distinct l-diversity of `sensitive`.")  # noqa: E741
     t: Number | None = Field(None, description="t-closeness of `sensitive`.")
-    sensitive: StrictStr | None = None
-    qi: list[StrictStr] | None = None
+    sensitive: Text | None = None
+    qi: list[Text] | None = None
     suppression: Number = 0
-    algorithm: StrictStr = "optimal"
-    metric: StrictStr = "loss"
+    algorithm: Text = "optimal"
+    metric: Text = "loss"
 
 
 class AttackBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    dataset: StrictStr
-    attack: StrictStr = Field(description="homogeneity, background, skewness or composition.")
+    dataset: Text
+    attack: Text = Field(description="homogeneity, background, skewness or composition.")
     anonymization: AnonymizeBody = Field(default_factory=AnonymizeBody)
     b: StrictInt = 1
     gain: StrictFloat | StrictInt = 2.0
@@ -100,9 +122,9 @@ class AttackBody(BaseModel):
 
 class EstimateBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    dataset: StrictStr
-    estimator: StrictStr = Field(description="median or iqr")
-    column: StrictStr
+    dataset: Text
+    estimator: Text = Field(description="median or iqr")
+    column: Text
     epsilon: Number | None = None
     delta: Number | None = None
     rho: Number | None = None
