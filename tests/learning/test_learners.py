@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from statcurator import datasets
-from statcurator.core.errors import DataError, InvalidParameterError, MetadataError
+from statcurator.core.errors import InvalidParameterError, MetadataError
 from statcurator.core.measures import PureDP
 from statcurator.core.relations import ChangeOne
 from statcurator.core.schema import Column, TableMeta
@@ -98,11 +98,12 @@ def test_domains_must_be_declared_not_read_from_the_data() -> None:
         DecisionTreeClassifier(epsilon=1, target="y").measurement(meta)
 
 
-def test_an_undeclared_category_is_refused_without_naming_it() -> None:
+def test_an_undeclared_category_gets_the_public_fallback_code() -> None:
+    # never an error (it would reveal a private value after the charge; review finding F2):
+    # an undeclared category or a NULL gets the first declared category's code
     a = categorical("city", ["Paris", "Lyon"])
-    with pytest.raises(DataError) as err:
-        a.encode(np.array(["Paris", "Secretville"]))
-    assert "Secretville" not in str(err.value)
+    assert a.encode(np.array(["Lyon", "Secretville"])).tolist() == [1, 0]
+    assert a.encode(np.array(["Lyon", None], dtype=object)).tolist() == [1, 0]
 
 
 def test_numeric_bins_clamp_to_the_declared_bounds() -> None:

@@ -18,8 +18,13 @@ Fraction(1, 1073741824)
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -34,12 +39,13 @@ from ..core.schema import Column, TableMeta
 from ._protocol import Estimate, loss_from, relation_of
 
 __all__ = ["Statistic", "column_values", "raw_values", "clamp", "default_grid", "scaled_map",
-           "pure_or_approx", "float_down", "float_up"]
+           "pure_or_approx", "float_down", "float_up", "silenced"]
 
 
 def column_values(data: Any, name: str | int) -> np.ndarray:
-    """One column as float64 (NULL → NaN) from a pyarrow table, a statcurator Dataset, a
-    pandas data frame, a mapping of columns, or a numpy array (1-d: the column itself)."""
+    """One column as float64 (NULL, and any value that is not a number, → NaN) from a
+    pyarrow table, a statcurator Dataset, a pandas data frame, a mapping of columns, or a
+    numpy array (1-d: the column itself)."""
     if isinstance(data, np.ndarray):
         if data.ndim == 1:
             return data.astype(np.float64)
@@ -49,11 +55,58 @@ def column_values(data: Any, name: str | int) -> np.ndarray:
     values = raw_values(data, name)
     if values.dtype.kind in "iufb":
         return values.astype(np.float64)
-    try:
-        return np.array([np.nan if v is None else v for v in values.tolist()], dtype=np.float64)
-    except (TypeError, ValueError):
-        raise DataError(f"column {name!r} is not numeric",
-                        remedy="pick a numeric column, or cast it in the data") from None
+    # row by row, never an error (the values are private): a value that is not a number
+    # becomes NaN, which clamp() imputes with the public midpoint
+    out = np.empty(values.size, dtype=np.float64)
+    for i, v in enumerate(values.reshape(-1).tolist()):
+        try:
+            out[i] = np.nan if v is None else float(v)
+        except (TypeError, ValueError, OverflowError):
+            out[i] = np.nan
+    return out
+
+
+_SILENCED = threading.RLock()  # silenced() nests (an estimator's blocks inside its run)
+
+
+class _Discard(io.TextIOBase):
+    """A text stream that forgets what is written to it."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+
+@contextlib.contextmanager
+def silenced(*, streams: bool = True) -> Iterator[None]:
+    """Run code on private data without side channels: warnings and numpy's floating point
+    errors ignored and, with ``streams`` (for the analyst's own code), logging disabled and
+    Python-level stdout/stderr discarded.
+
+    A warning, a log line or a message printed by an estimator fitted on private rows (a
+    scikit-learn ``ConvergenceWarning`` caused by one extreme row) is a one-bit release on
+    top of the charged answer; inside this block none of them escapes. Output written by
+    native code straight to the file descriptors is not captured: run such estimators
+    quietly (``verbose=0``, the default of scikit-learn's).
+
+    >>> with silenced():
+    ...     warnings.warn("a row is odd")
+    ...     print("seen by nobody")
+    ...     x = np.float64(1) / 0
+    """
+    # warnings' filters, sys.stdout/stderr and logging's switch are process-wide: two
+    # threads entering and leaving in an interleaved order would restore each other's
+    # state (and could leave warnings or stdout off for good); one block at a time
+    with _SILENCED, contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore")
+        stack.enter_context(np.errstate(all="ignore"))
+        if streams:
+            stack.enter_context(contextlib.redirect_stdout(_Discard()))
+            stack.enter_context(contextlib.redirect_stderr(_Discard()))
+            previous = logging.root.manager.disable
+            logging.disable(logging.CRITICAL)
+            stack.callback(logging.disable, previous)
+        yield
 
 
 def raw_values(data: Any, name: str | int) -> np.ndarray:
@@ -173,7 +226,12 @@ class Statistic:
         loss = self._loss(loss)
         relation = relation_of(meta)
         fn = self._function(meta, loss, relation)
-        return Measurement(relation, type(loss), lambda table: fn(table), scaled_map(loss),
+
+        def run(table: Any) -> Any:
+            with silenced(streams=False):  # no warning may depend on the private rows
+                return fn(table)
+
+        return Measurement(relation, type(loss), run, scaled_map(loss),
                            f"{self.statistic}: {self._mechanism_name(loss)}")
 
     # -- local use ------------------------------------------------------------------------
@@ -185,7 +243,10 @@ class Statistic:
         """``size`` independent releases on the same table (their values), for tests."""
         meta = self._meta(meta if meta is not None else getattr(data, "meta", None))
         loss = self._loss(None)
-        return self._function(meta, loss, relation_of(meta))(data, size)
+        fn = self._function(meta, loss, relation_of(meta))
+        with silenced(streams=False):
+            draws: np.ndarray = fn(data, size)
+        return draws
 
     # -- helpers for subclasses -------------------------------------------------------------
     def _columns(self) -> Sequence[str]:  # pragma: no cover - every subclass overrides it

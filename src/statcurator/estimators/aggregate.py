@@ -49,11 +49,11 @@ from ..core.relations import Relation
 from ..core.schema import TableMeta
 from ..mechanisms import LaplaceMechanism, samplers
 from ..mechanisms.quantile import QuantileMechanism
-from ._common import Statistic, clamp, column_values, default_grid
+from ._common import Statistic, clamp, column_values, default_grid, silenced
 from ._protocol import Estimate
 
 __all__ = ["SampleAndAggregate", "sample_and_aggregate", "split_blocks", "aggregate_mean",
-           "aggregate_median", "winsorized_mean", "winsorized_mean_mechanism"]
+           "aggregate_median", "winsorized_mean", "winsorized_mean_mechanism", "block_output"]
 
 
 def split_blocks(n: int, k: int) -> np.ndarray:
@@ -78,6 +78,35 @@ def _run_block(fn: Any, block: np.ndarray, target: np.ndarray | None) -> np.ndar
         return np.concatenate([coef, icpt])
     return np.ravel(np.asarray(fn(block if block.shape[1] > 1 else block[:, 0]),
                                dtype=float))
+
+
+def block_output(fn: Any, block: np.ndarray, target: np.ndarray | None,
+                 mids: np.ndarray) -> np.ndarray:
+    """The analyst's estimator on one block, as exactly ``len(mids)`` finite coordinates.
+
+    Whatever the block makes the estimator do — fail, return another number of outputs,
+    return NaN or ±∞, warn, log or print — the block's output is the public midpoint of the
+    output bounds (all of it, or the non-finite coordinates), and nothing else escapes:
+    warnings are ignored, logging is disabled and Python-level stdout/stderr are discarded
+    while it runs. Any of these, raised or shown on one neighbour only, would reveal a
+    private row after the charge.
+
+    >>> mids = np.array([0.5, 0.5])
+    >>> block_output(lambda b: [b.mean(), np.nan], np.ones((3, 1)), None, mids).tolist()
+    [1.0, 0.5]
+    >>> block_output(lambda b: [1.0, 2.0, 3.0], np.ones((3, 1)), None, mids).tolist()
+    [0.5, 0.5]
+    >>> block_output(lambda b: 1 / 0, np.ones((3, 1)), None, mids).tolist()
+    [0.5, 0.5]
+    """
+    with silenced():
+        try:
+            out = _run_block(fn, block, target)
+        except Exception:  # a failing block gets the public default (midpoint)
+            return mids.copy()
+    if out.shape != mids.shape:
+        return mids.copy()
+    return np.where(np.isfinite(out), out, mids)
 
 
 def aggregate_mean(values: np.ndarray, lo: Fraction, hi: Fraction, epsilon: Fraction,
@@ -134,8 +163,20 @@ class SampleAndAggregate(Statistic):
     default ⌊√n_declared⌋ when the metadata declare ``rows``, else 100). Pure ε-DP; the
     input columns need declared bounds (values are clamped to them first).
 
+    The number of released coordinates p is public, fixed before any data are read:
+    ``n_outputs`` when given; else the number of pairs in ``output_bounds`` when one pair
+    per coordinate is given; else 1 for a function, and ``len(inputs) + 1`` (the
+    coefficients and the intercept of a one-target regression or a two-class classifier)
+    for a scikit-learn estimator. A block whose output does not have exactly p coordinates
+    (a classifier that saw a third class, a histogram that saw a new value), or that fails,
+    counts as the midpoint of the output bounds; a non-finite coordinate counts as its
+    midpoint (:func:`block_output`). The length of the value, the split ε/p and every error
+    depend on public parameters only.
+
     >>> SampleAndAggregate(len, ("age",), output_bounds=(0, 1000), epsilon=1).columns()
     ('age',)
+    >>> SampleAndAggregate(len, ("age",), output_bounds=[(0, 1)] * 3).outputs()
+    3
     """
 
     fn: Any
@@ -147,6 +188,7 @@ class SampleAndAggregate(Statistic):
     aggregate: str = "mean"
     bounds: Any = None
     alpha: float = 0.05
+    n_outputs: int | None = None
 
     statistic = "sample-and-aggregate"
     measures = (PureDP,)
@@ -162,6 +204,34 @@ class SampleAndAggregate(Statistic):
         if not callable(self.fn) and not _is_sklearn(self.fn):
             raise InvalidParameterError("fn must be a function or a scikit-learn estimator",
                                         remedy="pass e.g. fn=np.mean")
+        self.outputs()  # refuse mismatched bounds now, before anything is charged
+
+    def _pairs(self) -> list[Any]:
+        ob = self.output_bounds
+        if len(ob) == 2 and not isinstance(ob[0], Sequence):
+            return [ob]
+        return list(ob)
+
+    def outputs(self) -> int:
+        """p, the number of released coordinates: public (see the class docs)."""
+        pairs = self._pairs()
+        per_coordinate = not (len(self.output_bounds) == 2
+                              and not isinstance(self.output_bounds[0], Sequence))
+        p = self.n_outputs
+        if p is not None:
+            if isinstance(p, bool) or not isinstance(p, int) or not 1 <= p <= 10_000:
+                raise InvalidParameterError("n_outputs must be an integer in 1..10000",
+                                            remedy="pass n_outputs=<the number of values "
+                                                   "the estimator returns>")
+        elif per_coordinate:
+            p = len(pairs)
+        else:
+            p = len(tuple(self.inputs)) + 1 if _is_sklearn(self.fn) else 1
+        if per_coordinate and len(pairs) not in (1, p):
+            raise InvalidParameterError(
+                f"{len(pairs)} output bounds for an estimator with {p} outputs",
+                remedy="pass one (low, high) pair, or one per output coordinate")
+        return p
 
     def _columns(self) -> tuple[str, ...]:
         cols = tuple(self.inputs)
@@ -171,7 +241,7 @@ class SampleAndAggregate(Statistic):
         name = getattr(self.fn, "__name__", type(self.fn).__name__)
         return (f"sample-and-aggregate({name}, columns={list(self.inputs)}, "
                 f"target={self.target!r}, blocks={self.blocks}, aggregate={self.aggregate!r}, "
-                f"output_bounds={self.output_bounds!r})")
+                f"output_bounds={self.output_bounds!r}, n_outputs={self.outputs()})")
 
     def _mechanism_name(self, loss: PrivacyLoss) -> str:
         how = "widened winsorized mean" if self.aggregate == "mean" else "DP median"
@@ -190,49 +260,38 @@ class SampleAndAggregate(Statistic):
                   relation: Relation) -> Callable[..., Any]:
         k = self._k(meta)
         in_bounds = [self._bounds(meta, c) for c in self.inputs]
-        ob = self.output_bounds
-        pairs = [ob] if len(ob) == 2 and not isinstance(ob[0], Sequence) else list(ob)
         out_bounds = [(exact(a, "output bound", positive=False),
-                       exact(b, "output bound", positive=False)) for a, b in pairs]
+                       exact(b, "output bound", positive=False)) for a, b in self._pairs()]
+        p = self.outputs()  # public: fixed here, before any data are read
+        bnds = out_bounds * p if len(out_bounds) == 1 else out_bounds
+        mids = np.array([float(a + b) / 2 for a, b in bnds])
         eps = loss.epsilon  # type: ignore[attr-defined]
         alpha = Fraction(str(self.alpha))
+        target_bounds = (meta[self.target].bounds
+                         if self.target is not None and self.target in meta else None)
 
-        def blocks_of(table: Any) -> tuple[np.ndarray, int]:
+        def blocks_of(table: Any) -> np.ndarray:
             cols = [clamp(column_values(table, c), a, b)
                     for c, (a, b) in zip(self.inputs, in_bounds, strict=True)]
             X = np.column_stack(cols) if cols else np.zeros((0, 0))
             y = None
             if self.target is not None:
                 y = column_values(table, self.target)
-                if self.target in meta and meta[self.target].bounds is not None:
-                    y = clamp(y, *meta[self.target].bounds)
+                if target_bounds is not None:
+                    y = clamp(y, *target_bounds)
             n = X.shape[0]
             assign = split_blocks(n, k)
             order = np.argsort(assign, kind="stable")
             cuts = np.searchsorted(assign[order], np.arange(k + 1))
-            outs: list[np.ndarray | None] = []
+            outs = []
             for b in range(k):
                 rows = order[cuts[b]:cuts[b + 1]]
-                try:
-                    with np.errstate(all="ignore"):
-                        outs.append(_run_block(self.fn, X[rows],
-                                               None if y is None else y[rows]))
-                except Exception:  # a failing block gets the public default (midpoint)
-                    outs.append(None)
-            p = max((o.size for o in outs if o is not None), default=len(out_bounds))
-            bnds = out_bounds * p if len(out_bounds) == 1 else out_bounds
-            if len(bnds) != p:
-                raise InvalidParameterError(
-                    f"{len(bnds)} output bounds for an estimator with {p} outputs",
-                    remedy="pass one (low, high) pair, or one per output coordinate")
-            mids = np.array([float(a + b) / 2 for a, b in bnds])
-            est = np.array([o if o is not None and o.size == p else mids for o in outs])
-            est = np.where(np.isfinite(est), est, mids[None, :])
-            return est, p
+                outs.append(block_output(self.fn, X[rows], None if y is None else y[rows],
+                                         mids))
+            return np.array(outs).reshape(k, p)
 
-        def once(table: Any) -> tuple[list[float], list[Any], list[Any], int]:
-            est, p = blocks_of(table)
-            bnds = out_bounds * p if len(out_bounds) == 1 else out_bounds
+        def once(table: Any) -> tuple[list[float], list[Any], list[Any]]:
+            est = blocks_of(table)
             values, intervals, ranges = [], [], []
             for j, (a, b) in enumerate(bnds):
                 grid = default_grid(a, b, 20)
@@ -244,13 +303,13 @@ class SampleAndAggregate(Statistic):
                 else:
                     v = aggregate_median(col, a, b, eps / p, grid)
                 values.append(v)
-            return values, intervals, ranges, p
+            return values, intervals, ranges
 
         def run(table: Any, size: int | None = None) -> Any:
             if size is not None:  # tests: a new split and a new release each time
                 draws = np.array([once(table)[0] for _ in range(size)])
                 return draws[:, 0] if draws.shape[1] == 1 else draws
-            values, intervals, ranges, p = once(table)
+            values, intervals, ranges = once(table)
             single = p == 1
             return Estimate(
                 "sample-and-aggregate", values[0] if single else tuple(values),
@@ -269,12 +328,13 @@ def sample_and_aggregate(fn: Any, data: Any, columns: Sequence[str] | None = Non
                          epsilon: Any, output_bounds: Any, target: str | None = None,
                          blocks: int | None = None, aggregate: str = "mean",
                          bounds: Any = None, alpha: float = 0.05,
-                         meta: Any = None) -> Estimate:
+                         meta: Any = None, n_outputs: int | None = None) -> Estimate:
     """Run ``fn`` privately on ``data`` by sample-and-aggregate (local use).
 
     ``data``: a table (``columns`` name the inputs; a scikit-learn ``fn`` also needs
     ``target``) or a 1-d array (its own bounds default to ``output_bounds``… pass
-    ``bounds`` to clamp it).
+    ``bounds`` to clamp it). ``n_outputs``: the number of values ``fn`` returns (see
+    :class:`SampleAndAggregate` for the public default).
 
     >>> import numpy as np
     >>> x = np.linspace(0, 1, 40000)
@@ -290,4 +350,4 @@ def sample_and_aggregate(fn: Any, data: Any, columns: Sequence[str] | None = Non
             raise InvalidParameterError("an array needs public bounds",
                                         remedy="pass bounds=(low, high)")
     return SampleAndAggregate(fn, tuple(columns), output_bounds, epsilon, target, blocks,
-                              aggregate, bounds, alpha).run(data, meta)
+                              aggregate, bounds, alpha, n_outputs).run(data, meta)

@@ -34,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -50,7 +51,15 @@ from ..core.relations import Relation
 from ..core.schema import TableMeta
 from ..mechanisms import LaplaceMechanism, samplers
 from ..mechanisms._base import dlap_halfwidth, smallest_integer
-from ._common import Statistic, clamp, column_values, default_grid, float_down, float_up
+from ._common import (
+    Statistic,
+    clamp,
+    column_values,
+    default_grid,
+    float_down,
+    float_up,
+    silenced,
+)
 from ._protocol import Estimate
 from .smooth import median_local_bounds
 
@@ -387,7 +396,10 @@ class LADRegression(Statistic):
             for b in range(k):
                 rows = block == b
                 if rows.sum() >= p:
-                    est[b] = _lad(X[rows], y[rows])
+                    # a block that fails keeps the public midpoint; nothing is shown
+                    with silenced(streams=False), contextlib.suppress(
+                            np.linalg.LinAlgError, ValueError):
+                        est[b] = _lad(X[rows], y[rows])
             est = np.clip(np.nan_to_num(est, nan=(float(clo) + float(chi)) / 2),
                           float(clo), float(chi))
             return [medians[j](np.sort(est[:, j]))[0] for j in range(p)]

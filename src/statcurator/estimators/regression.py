@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import DataError, InvalidParameterError, MetadataError
+from ..core.errors import InvalidParameterError, MetadataError
 from ..core.measurement import Measurement
 from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from ..core.numbers import exact, exp_bounds, ln_bounds, sqrt_bounds
@@ -432,21 +432,25 @@ class LogisticRegression(_Regression):
         return lam, beta
 
     def _labels(self, meta: TableMeta, values: Any) -> np.ndarray:
+        """±1 labels, row by row and never refusing a value (the labels are private).
+
+        With two declared classes (``classes`` or the target's categories) a row is +1 when
+        its label is the second class (or its text) and -1 otherwise; without them +1 is the
+        label 1 (or True) and -1 anything else — 0, other numbers, NULL, text. The map is
+        1-stable, so the calibration is unchanged, and no error can reveal a label after
+        the charge."""
         target = self._target_name()
         cats = self.classes or (meta[target].categories if target in meta else None)
-        arr = np.asarray(values)
+        arr = np.asarray(values).reshape(-1)
         if cats is not None:
             if len(cats) != 2:
                 raise MetadataError(f"{target!r} declares {len(cats)} categories, not 2",
                                     remedy="pass classes=(negative, positive)")
-            return np.where(arr == cats[1], 1.0, -1.0)
-        if arr.dtype.kind == "b":
-            return np.where(arr, 1.0, -1.0)
-        num = np.asarray(arr, dtype=float)
-        if not np.isin(num[~np.isnan(num)], (0.0, 1.0)).all():
-            raise DataError(f"the labels of {target!r} are not 0/1",
-                            remedy="declare its two categories, or pass classes=(a, b)")
-        return np.where(num == 1.0, 1.0, -1.0)
+            positive = cats[1]
+            return np.array([1.0 if _same(v, positive) else -1.0 for v in arr.tolist()])
+        if arr.dtype.kind in "iufb":
+            return np.where(arr.astype(np.float64) == 1.0, 1.0, -1.0)
+        return np.array([1.0 if _same(v, 1) else -1.0 for v in arr.tolist()])
 
     def _fitter(self, meta: TableMeta, loss: PrivacyLoss, relation: Relation) -> Any:
         feats = self._feature_names(meta)
@@ -498,6 +502,17 @@ class LogisticRegression(_Regression):
     def score(self, X: Any, y: Any) -> float:
         """Accuracy."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def _same(value: Any, label: Any) -> bool:
+    """``value == label`` (or their texts are equal) for one private value; False when
+    they cannot be compared."""
+    if value is None:
+        return False
+    try:
+        return bool(value == label) or str(value) == str(label)
+    except Exception:  # a value that cannot be compared is not the label
+        return False
 
 
 def _newton(Z: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray,

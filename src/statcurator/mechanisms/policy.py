@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import DataError, InvalidParameterError
+from ..core.errors import InvalidParameterError
 from ..core.measurement import Measurement
 from ..core.measures import PureDP
 from ..core.numbers import exact, exact_value
@@ -59,17 +59,25 @@ def _values(x: Any) -> np.ndarray:
 
 
 def _numeric(x: Any) -> np.ndarray:
+    """The values as numbers, row by row and never refusing one (they are private): NULL
+    and anything that is not a number become NaN, which the bins place above every cut
+    point (the last bin; in no cumulative count C_j = #(x < e_j)), like +∞. A fixed public
+    place, one row at a time: the sensitivities are unchanged, and no error can reveal a
+    value after the charge.
+
+    >>> _numeric(np.array([1, None, "x"], dtype=object)).tolist()
+    [1.0, nan, nan]
+    """
     arr = _values(x)
-    if arr.dtype.kind not in "iufb":
+    if arr.dtype.kind in "iufb":
+        return arr
+    out = np.empty(arr.size, dtype=np.float64)
+    for i, v in enumerate(arr.tolist()):
         try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise DataError("the column's values are not numbers",
-                            remedy="the ordered mechanism needs a numeric column") from None
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise DataError("the values hold NaN or ±∞",
-                        remedy="drop or impute missing values (with a public constant) first")
-    return arr
+            out[i] = np.nan if v is None else float(v)
+        except (TypeError, ValueError, OverflowError):
+            out[i] = np.nan
+    return out
 
 
 def _cuts(edges: Iterable[object]) -> tuple[Fraction, ...]:
@@ -209,7 +217,15 @@ class PolicyHistogram(_PolicyMechanism):
         return self.policy.histogram_sensitivity(bins=self.bins)
 
     def counts(self, values: Any) -> np.ndarray:
-        """The exact counts per bin (no noise)."""
+        """The exact counts per bin (no noise). A value in no declared bin (NULL, an
+        undeclared category) is not counted, and a numeric NULL or non-number counts in the
+        last bin, like +∞: never an error, which would reveal a private value (it is no
+        vertex of the policy graph, so no neighbour moves it).
+
+        >>> h = PolicyHistogram(Policy.complete(), epsilon=1, bins=[["a"], ["b"]])
+        >>> h.counts(["a", None, "z", "b"]).tolist()
+        [1, 1]
+        """
         if self.edges is not None:
             x = _numeric(values)
             idx = np.searchsorted(_float_cuts(self.edges), x, side="right")
@@ -217,11 +233,12 @@ class PolicyHistogram(_PolicyMechanism):
         assert self.bins is not None
         out = np.zeros(len(self.bins), dtype=np.int64)
         for v in _values(values).tolist():
-            i = self._index.get(v)
-            if i is None:
-                raise DataError(f"value {v!r} is in no bin",
-                                remedy="list every public value of the column in a bin")
-            out[i] += 1
+            try:
+                i = self._index.get(v)
+            except TypeError:  # unhashable: in no bin
+                i = None
+            if i is not None:  # a value in no declared bin (NULL, undeclared) is not counted
+                out[i] += 1
         return out
 
     def release(self, values: Any) -> np.ndarray:

@@ -30,14 +30,15 @@ from ...core.numbers import ceil_fraction, exact, floor_fraction
 from ...core.relations import AddRemove, ChangeOne, Relation
 
 __all__ = ["Attribute", "categorical", "binned", "domain_from_meta", "columns_of", "encode",
-           "decode", "relation_of", "row_steps"]
+           "decode", "relation_of", "row_steps", "as_floats"]
 
 
 @dataclass(frozen=True)
 class Attribute:
     """One attribute's public domain: ``labels`` (categories, or bin labels) and, for a
     binned numeric column, the bin ``edges`` (``size + 1`` exact values) and whether the
-    column holds integers.
+    column holds integers. ``fallback``: the code of values outside the domain (NULL, an
+    undeclared category; default :attr:`fallback_code`).
 
     >>> a = categorical("sex", ["Female", "Male"])
     >>> a.size, a.encode(np.array(["Male", "Female"])).tolist()
@@ -45,17 +46,26 @@ class Attribute:
     >>> b = binned("age", 0, 99, 10, integer=True)
     >>> b.encode(np.array([0, 9, 10, 150])).tolist()      # clamped to the declared bounds
     [0, 0, 1, 9]
+    >>> a.encode(np.array(["Male", None, "Other"], dtype=object)).tolist()  # code 0 (Female)
+    [1, 0, 0]
     """
 
     name: str
     labels: tuple[Any, ...]
     edges: tuple[Fraction, ...] | None = None
     integer: bool = False
+    fallback: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.labels) < 1:
             raise MetadataError(f"attribute {self.name!r} has an empty domain",
                                 remedy="declare at least one category (or bounds) for it")
+        fb = self.fallback
+        if fb is not None and (isinstance(fb, bool) or not isinstance(fb, int)
+                               or not 0 <= fb < len(self.labels)):
+            raise MetadataError(f"attribute {self.name!r}: fallback must be a code in "
+                                f"0..{len(self.labels) - 1}, got {fb!r}",
+                                remedy="pass fallback=0 (the first declared category)")
         if self.edges is not None and len(self.edges) != len(self.labels) + 1:
             raise MetadataError(f"attribute {self.name!r}: {len(self.edges)} bin edges for "
                                 f"{len(self.labels)} bins", remedy="give size + 1 edges")
@@ -70,41 +80,78 @@ class Attribute:
         """True for a binned numeric attribute."""
         return self.edges is not None
 
+    @property
+    def fallback_code(self) -> int:
+        """The public code of a value outside the domain (NULL, NaN, an undeclared category,
+        a non-number in a numeric column): ``fallback`` when given, else the first declared
+        category (code 0) of a categorical attribute, or the bin holding the midpoint of the
+        declared bounds of a numeric one (as :func:`~statcurator.estimators._common.clamp`
+        imputes the midpoint).
+
+        >>> categorical("sex", ["F", "M"]).fallback_code, binned("x", 0, 1, 4).fallback_code
+        (0, 2)
+        """
+        if self.fallback is not None:
+            return self.fallback
+        if self.edges is None:
+            return 0
+        mid = float((self.edges[0] + self.edges[-1]) / 2)
+        return int(np.searchsorted(self._inner(), mid, side="right"))
+
+    def _inner(self) -> np.ndarray:
+        assert self.edges is not None
+        return np.array([float(e) for e in self.edges[1:-1]])
+
     def encode(self, values: Any) -> np.ndarray:
-        """Codes of a column of values (int64). Numeric values are clamped to the declared
-        bounds; a category outside the declared ones is refused (without naming it)."""
+        """Codes of a column of values (int64), row by row and never refusing a value.
+
+        Numeric values are clamped to the declared bounds (±∞ to the end bins). A value the
+        domain cannot place — NULL, NaN, an undeclared category, a non-number in a numeric
+        column — gets the public :attr:`fallback_code`. Each row's code depends on that row
+        alone, so the map is 1-stable: the sensitivities of what is computed from the codes
+        are unchanged, and no error can reveal a private value (an error raised after the
+        charge, on one neighbour only, would be an unbounded leak).
+
+        >>> categorical("sex", ["F", "M"]).encode(np.array(["M", None, "X"], dtype=object))
+        array([1, 0, 0])
+        >>> binned("x", 0, 1, 4).encode(np.array([0.1, None, "?", np.inf], dtype=object))
+        array([0, 2, 2, 3])
+        """
         arr = np.asarray(values)
+        if arr.ndim != 1:
+            arr = arr.reshape(-1)
         if self.edges is not None:
             return self._encode_numeric(arr)
-        lookup = {v: i for i, v in enumerate(self.labels)}
+        lookup: dict[Any, int] = {v: i for i, v in enumerate(self.labels)}
         lookup.update({str(v): i for i, v in enumerate(self.labels) if str(v) not in lookup})
-        uniq, inverse = np.unique(arr.astype(object) if arr.dtype.kind == "O" else arr,
-                                  return_inverse=True)
-        codes = np.empty(len(uniq), dtype=np.int64)
-        for i, v in enumerate(uniq.tolist()):
-            code = lookup.get(v, lookup.get(str(v)))
-            if code is None:
-                # the value itself is private: never echo it in an error
-                raise DataError(f"column {self.name!r} holds a value outside its declared "
-                                "categories (or a missing value)",
-                                remedy=f"declare every value of {self.name!r} in its metadata "
-                                       "categories, or clean the column first")
-            codes[i] = code
+        fallback = self.fallback_code
+        try:  # fast path: one lookup per distinct value
+            uniq, inverse = np.unique(arr.astype(object) if arr.dtype.kind == "O" else arr,
+                                      return_inverse=True)
+        except TypeError:  # values that do not sort together (NULL among strings, ...)
+            return np.array([self._code(v, lookup, fallback) for v in arr.tolist()],
+                            dtype=np.int64)
+        codes = np.array([self._code(v, lookup, fallback) for v in uniq.tolist()],
+                         dtype=np.int64)
         return codes[inverse.reshape(-1)]
 
-    def _encode_numeric(self, arr: np.ndarray) -> np.ndarray:
-        assert self.edges is not None
+    @staticmethod
+    def _code(v: Any, lookup: Mapping[Any, int], fallback: int) -> int:
+        if v is None:
+            return lookup.get(None, fallback)
         try:
-            x = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise DataError(f"column {self.name!r} is declared numeric but holds non-numbers",
-                            remedy="declare it as a string column with categories") from None
-        if not np.isfinite(x).all():
-            raise DataError(f"column {self.name!r} holds NaN, ±∞ or missing values",
-                            remedy="drop or impute missing values before fitting")
-        inner = np.array([float(e) for e in self.edges[1:-1]])
-        # code i covers [edge_i, edge_{i+1}); clamping to the bounds is implicit
-        return np.searchsorted(inner, x, side="right").astype(np.int64)
+            code = lookup.get(v)
+            return code if code is not None else lookup.get(str(v), fallback)
+        except TypeError:  # unhashable: outside the domain
+            return fallback
+
+    def _encode_numeric(self, arr: np.ndarray) -> np.ndarray:
+        x = as_floats(arr)
+        codes = np.searchsorted(self._inner(), x, side="right").astype(np.int64)
+        # code i covers [edge_i, edge_{i+1}); clamping to the bounds is implicit, and NaN
+        # (sorted last by searchsorted) gets the public fallback bin instead of the top one
+        codes[np.isnan(x)] = self.fallback_code
+        return codes
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """Values for codes: the category, or (numeric) a uniform value in the bin drawn with
@@ -132,9 +179,13 @@ class Attribute:
         >>> Attribute.from_dict(binned("x", 0, 1, 2).to_dict()) == binned("x", 0, 1, 2)
         True
         """
-        return {"name": self.name, "labels": [_plain(v) for v in self.labels],
-                "edges": None if self.edges is None else [str(e) for e in self.edges],
-                "integer": self.integer}
+        out: dict[str, Any] = {"name": self.name, "labels": [_plain(v) for v in self.labels],
+                               "edges": None if self.edges is None
+                               else [str(e) for e in self.edges],
+                               "integer": self.integer}
+        if self.fallback is not None:
+            out["fallback"] = self.fallback
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Attribute:
@@ -142,7 +193,7 @@ class Attribute:
         edges = d.get("edges")
         return cls(d["name"], tuple(d["labels"]),
                    None if edges is None else tuple(Fraction(e) for e in edges),
-                   bool(d.get("integer", False)))
+                   bool(d.get("integer", False)), d.get("fallback"))
 
     def midpoints(self) -> np.ndarray:
         """Bin centres (numeric) as floats."""
@@ -151,6 +202,25 @@ class Attribute:
                                         remedy="use a numeric attribute")
         e = np.array([float(v) for v in self.edges])
         return (e[:-1] + e[1:]) / 2
+
+
+def as_floats(values: Any) -> np.ndarray:
+    """A column as float64, row by row: NULL and anything that is not a number become NaN
+    (never an error: the values are private).
+
+    >>> as_floats(np.array([1, None, "x", "2.5"], dtype=object)).tolist()
+    [1.0, nan, nan, 2.5]
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iufb":
+        return arr.astype(np.float64).reshape(-1)
+    out = np.empty(arr.size, dtype=np.float64)
+    for i, v in enumerate(arr.reshape(-1).tolist()):
+        try:
+            out[i] = np.nan if v is None else float(v)
+        except (TypeError, ValueError, OverflowError):
+            out[i] = np.nan
+    return out
 
 
 def _plain(v: Any) -> Any:

@@ -50,7 +50,7 @@ from ...core.numbers import exact
 from ...core.relations import AddRemove
 from ...mechanisms import VectorLaplaceMechanism
 from ._base import Described, epsilon_of, pure_measurement
-from ._domain import columns_of, relation_of
+from ._domain import as_floats, columns_of, relation_of
 
 __all__ = ["KMeans", "SampleAggregateKMeans", "lloyd_step_release", "lloyd_statistics",
            "lloyd_mechanisms", "halton_centres", "intra_cluster_variance"]
@@ -245,19 +245,22 @@ class _Clusterer(Described):
         return self._box_
 
     def _scaled(self, data: Any, box: _Box) -> np.ndarray:
+        """The points in scaled units, row by row and never refusing a value (the values
+        are private): ±∞ and values beyond the box are clamped to it, and NULL, NaN or a
+        value that is not a number becomes the box's midpoint in that coordinate (a public
+        imputation, 1-stable, as for the statistics estimators)."""
         if box.names is not None and not isinstance(data, np.ndarray):
             cols = columns_of(data, list(box.names))
-            x = np.stack([np.asarray(cols[n], dtype=np.float64) for n in box.names], axis=1)
+            x = np.stack([as_floats(cols[n]) for n in box.names], axis=1)
         else:
-            x = np.asarray(data, dtype=np.float64)
+            arr = np.asarray(data)
+            x = as_floats(arr).reshape(arr.shape)
             if x.ndim == 1:
                 x = x.reshape(-1, 1)
         if x.ndim != 2 or x.shape[1] != box.d:
             raise DataError(f"expected {box.d} feature column(s)",
                             remedy="pass one column per declared bound")
-        if not np.isfinite(x).all():
-            raise DataError("the features hold NaN or ±∞",
-                            remedy="drop or impute missing values first")
+        x = np.where(np.isnan(x), box.mid[None, :], x)
         return box.scale(x)
 
     def fit(self, X: Any, y: Any = None) -> Any:

@@ -64,7 +64,7 @@ from ...core.numbers import exact
 from ...core.policy import Policy, PolicyNeighbours
 from ...mechanisms import VectorLaplaceMechanism
 from ._base import Described, epsilon_of
-from ._domain import columns_of
+from ._domain import as_floats, columns_of
 
 __all__ = ["PolicyKMeans", "PolicyLloydStep", "cell_boundaries", "initial_centres"]
 
@@ -328,13 +328,20 @@ class PolicyKMeans(Described):
                                 remedy="declare bounds such as [0, 120]")
         return policy, lo, hi
 
-    def _values(self, data: Any) -> np.ndarray:
+    def _values(self, data: Any, fill: float | None = None) -> np.ndarray:
+        """The column's values as floats. While fitting (``fill`` given: the midpoint of the
+        declared bounds) NULL, NaN and values that are not numbers become ``fill``, row by
+        row, instead of an error that would reveal a private value after the charge; ±∞
+        is clamped to the bounds by the caller. Predicting (public data) refuses them."""
         if self.feature is not None and not isinstance(data, np.ndarray | list | tuple):
-            x = np.asarray(columns_of(data, [self.feature])[self.feature], dtype=np.float64)
+            x = as_floats(columns_of(data, [self.feature])[self.feature])
         else:
-            x = np.asarray(data, dtype=np.float64).ravel()
+            x = as_floats(np.asarray(data).ravel())
+        if fill is not None:
+            return np.where(np.isnan(x), fill, x)
         if not np.isfinite(x).all():
-            raise DataError("the values hold NaN or ±∞", remedy="drop or impute them first")
+            raise DataError("the values hold NaN, ±∞ or non-numbers",
+                            remedy="drop or impute them first")
         return x
 
     def measurement(self, meta: Any = None, loss: PrivacyLoss | None = None) -> Measurement:
@@ -348,7 +355,7 @@ class PolicyKMeans(Described):
         eps_step = eps / (iters + 1)  # one share for the start, one per iteration
 
         def run(data: Any) -> np.ndarray:
-            x = np.clip(self._values(data), flo, fhi)
+            x = np.clip(self._values(data, (flo + fhi) / 2), flo, fhi)
             n = x.shape[0]
             centres = initial_centres(x, policy, flo, fhi, k, eps_step)
             for _ in range(iters):

@@ -12,8 +12,10 @@ The tree is DiffPID3 of Friedman & Schuster, *Data mining with differential priv
   ``"max"`` (Σ_v max_c τ_vc, sensitivity 1), ``"gini"`` (sensitivity 2) — both monotone
   under add/remove (a new row never lowers the first nor raises the second for any
   attribute), so the factor 2 of the mechanism drops — or ``"gain"`` (information gain,
-  sensitivity log₂(N+1) + 1/ln 2 for a public bound N on the table size) — and each value of
-  the attribute gets a child.
+  sensitivity log₂(N+1) + 1/ln 2 for a public bound N on the node size; the bound is
+  enforced: a node with n > N rows scores N/n of its gain, the gain of N rows with its
+  proportions, so a table larger than declared costs accuracy, never privacy) — and each
+  value of the attribute gets a child.
 
 Every row meets one node per level, so the nodes of a level compose in parallel; a level
 spends 2ε' (a count, and a split or the leaf counts), and a tree of depth D spends
@@ -72,16 +74,25 @@ _MAX_DEPTH = 12
 
 
 def split_scores(criterion: str, X: np.ndarray, y: np.ndarray, attributes: Sequence[int],
-                 sizes: Sequence[int], n_classes: int) -> np.ndarray:
+                 sizes: Sequence[int], n_classes: int, rows_bound: int | None = None
+                 ) -> np.ndarray:
     """The score of splitting rows ``X, y`` (codes) on each candidate attribute.
 
     ``max``: Σ_v max_c τ_vc (int); ``gini``: Σ_v Σ_c τ_vc²/τ_v - N; ``gain``:
     Σ_v Σ_c τ_vc log₂(τ_vc/τ_v) (minus the conditional entropy times N), where τ_vc counts
     the rows with value v and class c (Friedman & Schuster 2010, §4).
 
+    With ``rows_bound`` N, a ``gain`` score of a node with n > N rows is scaled by N/n:
+    -N·H(class | attribute), the score of N rows with the node's proportions. The ranking
+    of the attributes is unchanged, and the score's sensitivity is then at most
+    max(log₂(N+1) + 1/ln 2, log₂ C) whatever the node's real size (see
+    :func:`split_mechanism`): the bound N is *enforced*, not trusted.
+
     >>> X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]]); y = np.array([0, 0, 1, 1])
     >>> split_scores("max", X, y, [0, 1], [2, 2], 2).tolist()   # attribute 0 predicts y
     [4, 2]
+    >>> split_scores("gain", X, y, [0, 1], [2, 2], 2, rows_bound=2).tolist()  # n = 4 > 2
+    [0.0, -2.0]
     """
     out = []
     for a in attributes:
@@ -99,7 +110,11 @@ def split_scores(criterion: str, X: np.ndarray, y: np.ndarray, attributes: Seque
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 logs = np.where(t > 0, np.log2(t / tvu[:, None]), 0.0)
-            out.append(float((t * logs).sum()))
+            score = float((t * logs).sum())
+            n = X.shape[0]
+            if rows_bound is not None and n > rows_bound:
+                score = score * rows_bound / n
+            out.append(score)
     return np.asarray(out)
 
 
@@ -127,7 +142,16 @@ def split_mechanism(criterion: str, epsilon: object, rows_bound: int | None = No
                 "the information-gain criterion needs a public bound on the number of rows",
                 remedy="declare rows = N in the table's metadata, pass rows_bound=N, or use "
                        "criterion=\"max\"")
-        # Friedman & Schuster 2010: Δ <= log₂(N+1) + 1/ln 2, bounded above exactly
+        if isinstance(rows_bound, bool) or not isinstance(rows_bound, int) or rows_bound < 1:
+            raise InvalidParameterError(f"rows_bound must be a positive integer, got "
+                                        f"{rows_bound!r}", remedy="pass rows_bound=10000")
+        # Friedman & Schuster 2010: adding a row (value v, class c) changes the gain score G
+        # by h(τ_vc) - h(τ_v) in [-h(n), 0], h(x) = (x+1)log₂(x+1) - x·log₂x <= log₂(x+1)
+        # + 1/ln 2, so Δ <= log₂(N+1) + 1/ln 2 while nodes hold <= N rows. split_scores
+        # scales the score of a larger node (n >= N) to N·G/n; one row then moves it by
+        # N/(n+1)·(δ - G/n), δ in [-h(n), 0], -G/n in [0, log₂ C], and N·h(n)/(n+1) <= h(N)
+        # (h is concave, h(0) = 0): Δ <= max(log₂(N+1) + 1/ln 2, log₂ C). Callers pass
+        # N >= C - 1 (grow_tree does), where the first term is the larger. Bounded exactly:
         ln2 = ln_bounds(2, 64)[0]
         delta = (ln_bounds(rows_bound + 1, 64)[1] + 1) / ln2
         return ExponentialMechanism(eps, round_up(delta * _FLOAT_SLACK, 40))
@@ -242,8 +266,12 @@ def grow_tree(X: np.ndarray, y: np.ndarray, sizes: Sequence[int], n_classes: int
               epsilon: Fraction, *, criterion: str = "max", max_depth: int | None = None,
               attributes: Sequence[int] | None = None, rows_bound: int | None = None) -> _Tree:
     """DiffPID3 on codes ``X`` (rows × attributes) and classes ``y``: ε-DP per added or
-    removed row (the caller's ε is already per row)."""
+    removed row (the caller's ε is already per row). With ``criterion="gain"`` the gain of
+    a node larger than ``rows_bound`` (raised to C - 1 if smaller) is scaled down to it
+    (:func:`split_scores`), so the declared sensitivity holds for any table size."""
     attrs = list(range(len(sizes))) if attributes is None else list(attributes)
+    if isinstance(rows_bound, int) and not isinstance(rows_bound, bool):
+        rows_bound = max(rows_bound, n_classes - 1)  # then log₂ C <= log₂(N+1)
     split_mechanism(criterion, epsilon, rows_bound)  # refuse a bad criterion before any noise
     dmax = min(len(attrs), _MAX_DEPTH if max_depth is None else max_depth)
     if max_depth is None:
@@ -274,7 +302,8 @@ def grow_tree(X: np.ndarray, y: np.ndarray, sizes: Sequence[int], n_classes: int
                 counts = np.bincount(y[rows], minlength=n_classes)
                 tree.proba[node] = _leaf_proba(leaf_m.release(counts))
                 continue
-            scores = split_scores(criterion, X[rows], y[rows], avail, sizes, n_classes)
+            scores = split_scores(criterion, X[rows], y[rows], avail, sizes, n_classes,
+                                  rows_bound if criterion == "gain" else None)
             a = avail[split_m.release(scores)]
             tree.attribute[node] = a
             vals = X[rows, a]
@@ -508,8 +537,10 @@ class DecisionTreeClassifier(_Classifier):
     features (numeric features are cut into public bins of their declared bounds).
 
     ``criterion``: ``"max"`` (default), ``"gini"`` or ``"gain"``; ``max_depth``: a fixed
-    depth (default: chosen from the budget); ``rows_bound``: a public bound on the table
-    size (needed by ``"gain"``, else read from the metadata's ``rows``).
+    depth (default: chosen from the budget); ``rows_bound``: the public bound N of
+    ``"gain"`` (default: the metadata's ``rows``). It is enforced, not trusted: a node with
+    more than N rows has its gain scaled to N rows (:func:`split_scores`), so the gain's
+    sensitivity log₂(N+1) + 1/ln 2 holds whatever the table's real size.
 
     >>> import numpy as np
     >>> X = np.array([["a", "x"], ["b", "y"]] * 50); y = np.array(["yes", "no"] * 50)
