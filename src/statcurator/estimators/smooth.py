@@ -46,7 +46,11 @@ from ..core.measures import PrivacyLoss, PureDP
 from ..core.numbers import exact, floor_fraction
 from ..core.relations import ChangeOne, Relation
 from ..core.schema import TableMeta
-from ..mechanisms.smooth import SmoothSensitivityMechanism, smooth_upper_bound
+from ..mechanisms.smooth import (
+    HEAVY_TAILED_LIMIT,
+    SmoothSensitivityMechanism,
+    smooth_upper_bound,
+)
 from ._common import Statistic, clamp, column_values, float_down, float_up, pure_or_approx
 from ._protocol import Estimate
 
@@ -140,6 +144,25 @@ class _Smooth(Statistic):
         grid = self._grid(lo, hi)
         mech = self._mechanism(loss, grid)
         lo_f, hi_f = float_down(lo), float_up(hi)
+        # The noise scale S(x)/α depends on the data, but S never exceeds the bounds' width
+        # (smooth_upper_bound's cap, rounded up by less than 2^-30): the largest scale the
+        # sampler must draw is public. The default grid is coarsened (a public choice, from
+        # ε and the bounds) until it fits; what still does not is refused here, before any
+        # charge — never after it, by the sampler, on one neighbour only.
+        cap = (Fraction(hi_f) - Fraction(lo_f)) * (1 + Fraction(1, 2**20))
+
+        def too_large(m: SmoothSensitivityMechanism) -> bool:
+            return m.noise == "cauchy" and m.noise_scale(cap) > HEAVY_TAILED_LIMIT - 1
+
+        while self.grid is None and too_large(mech) and grid < cap:
+            grid *= 2
+            mech = self._mechanism(loss, grid)
+        worst = mech.noise_scale(cap)
+        if too_large(mech):
+            raise InvalidParameterError(
+                f"the noise could need a scale of {float(worst):.3g} grid units, more than "
+                f"the sampler draws ({float(HEAVY_TAILED_LIMIT):.3g})",
+                remedy="use a larger epsilon, or a coarser grid (grid=...)")
 
         def run(table: Any, size: int | None = None) -> Any:
             x = np.sort(clamp(column_values(table, self.column), lo, hi))

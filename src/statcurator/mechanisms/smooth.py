@@ -65,6 +65,7 @@ from ._base import (
 from .samplers import _bernoulli_filtered
 
 __all__ = ["SmoothSensitivityMechanism", "discrete_heavy_tailed", "smooth_upper_bound",
+           "HEAVY_TAILED_LIMIT",
            "heavy_tailed_tail", "SLACK", "NOISES"]
 
 #: the extra smoothness that pays for rounding S (and the scale) up to a rational
@@ -229,6 +230,11 @@ def heavy_tailed_halfwidth(t: Fraction, alpha: Fraction) -> int:
     return smallest_integer(lambda h: heavy_tailed_tail(t, h) <= alpha, max(guess, 1), 1)
 
 
+#: the largest noise scale (in grid units) :func:`discrete_heavy_tailed` draws; a caller whose
+#: scale depends on the data checks its largest possible scale against it before charging
+HEAVY_TAILED_LIMIT = 2**40
+
+
 def discrete_heavy_tailed(scale: object, size: int) -> np.ndarray:
     """Exact draws of N with P(N = k) ∝ 1/(1 + (k/t)^4) on the integers (t = ``scale``).
 
@@ -248,7 +254,7 @@ def discrete_heavy_tailed(scale: object, size: int) -> np.ndarray:
     t = exact(scale, "scale")
     m = samplers._size(size)
     big_t = -((-t.numerator) // t.denominator)  # ⌈t⌉
-    if big_t >= 2**40:
+    if big_t >= HEAVY_TAILED_LIMIT:
         raise InvalidParameterError(f"a noise scale of {float(t):.3g} grid units is too large",
                                     remedy="use a coarser grid")
     p4, q = t.numerator ** 4, t.denominator
