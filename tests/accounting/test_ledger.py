@@ -742,3 +742,23 @@ def _charge_or_exit(led: Ledger) -> None:
         _charge(led, "child", PureDP(0.25))
     except LedgerError as e:
         raise SystemExit(3 if "in-memory ledger cannot be shared" in str(e) else 4) from None
+
+
+def test_a_new_ledger_file_is_readable_by_its_owner_only(tmp_path) -> None:
+    """It holds every analyst's queries and answers (review helper-30: it was 0644, and its
+    -wal and -shm files with it). An existing file keeps the permissions its owner gave it."""
+    import os
+    import stat
+
+    led = _fund(Ledger(tmp_path / "l.db"))
+    led.set_budget("alice", "adult", PureDP(1))
+    _charge(led, "r1", PureDP(Fraction(1, 2)))
+    modes = {p.name: stat.S_IMODE(os.stat(p).st_mode) for p in tmp_path.iterdir()}
+    led.close()
+    assert set(modes) >= {"l.db", "l.db-wal", "l.db-shm"}
+    assert all(m == 0o600 for m in modes.values()), modes
+    shared = tmp_path / "shared.db"
+    shared.touch(mode=0o640)
+    os.chmod(shared, 0o640)
+    Ledger(shared).close()
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o640     # control: left as it was

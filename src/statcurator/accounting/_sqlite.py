@@ -17,6 +17,7 @@ Why these settings:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
@@ -189,6 +190,13 @@ class SQLiteBackend(LedgerBackend):
         if self._path is not None and not self._path.parent.is_dir():
             raise LedgerError(f"the folder of the ledger {self.location} does not exist",
                               remedy=f"create {self._path.parent} first, or choose another path")
+        if self._path is not None:
+            # a new ledger is readable by its owner only (queries, answers, analysts' names):
+            # SQLite gives its -wal and -shm files the database file's permissions
+            # (an existing file is left as it is; one that cannot be made here is reported by
+            # sqlite3 below, with the remedy)
+            with contextlib.suppress(OSError):
+                os.close(os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         with _translated(self.location, self._timeout):
             conn = sqlite3.connect(self.location, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)

@@ -94,7 +94,7 @@ def open_ledger(option: str | None, *, create: bool = True) -> Any:
                        f"(every budget reset), delete its entry in {_anchors_file()}")
         if not create:
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the owner's only
     return Ledger(path, anchor=anchor)
 
 
