@@ -80,6 +80,27 @@ def test_analysts_see_only_their_own_budgets_and_history(api, setup: Setup) -> N
     assert len(api.get("/v1/releases", headers=setup.headers("bob")).json()["releases"]) == 1
 
 
+def test_an_analyst_cannot_count_the_others_rows(api, setup: Setup) -> None:
+    """Review helper-30, finding 5: every release's certificate gave the charge's ledger
+    position (seq) and the ledger's location, and the history the positions of one's own
+    rows: between two of her queries alice counted bob's charges, answers and grants. The
+    analyst's view hides both; the admin's keeps them."""
+    def positions(who: str, rid: str) -> tuple[dict, dict]:
+        run = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.125},
+                       headers=setup.headers(who, **{"Idempotency-Key": rid})).json()
+        stored = api.get(f"/v1/releases/{rid}", headers=setup.headers(who)).json()
+        return (run["release"]["provenance"]["certificate"]["ledger"],
+                stored["release"]["provenance"]["certificate"]["ledger"])
+
+    for seen in positions("alice", "a1"):
+        assert "seq" not in seen and "location" not in seen and seen["request_id"] == "a1"
+    api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.125}, headers=setup.headers("bob"))
+    events = api.get("/v1/budget/history", headers=setup.headers("alice")).json()["events"]
+    assert events and all("seq" not in e for e in events)
+    for seen in positions("admin", "m1"):  # control: the curator sees where the row is
+        assert seen["seq"] >= 1 and "location" in seen
+
+
 def test_no_request_field_names_an_analyst(api, setup: Setup) -> None:
     before = setup.ledger_rows()
     r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5, "analyst": "bob"},

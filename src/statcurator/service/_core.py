@@ -264,7 +264,8 @@ class CuratorService:
                            remedy="change the query (e.g. its ε) to pay for a fresh answer")
         rid = rel.provenance.get("request_id", rid)
         return {"request_id": rid, "replayed": rel.replayed, "dataset": dataset,
-                "idempotency_key": idempotency_key, "release": rel.to_dict(),
+                "idempotency_key": idempotency_key,
+                "release": _seen_by(who, rel.to_dict()),
                 "budget": self._budget_view(who, dataset)}
 
     # -- budgets, history, releases -------------------------------------------------------
@@ -281,8 +282,9 @@ class CuratorService:
         """The caller's grants and charges, oldest first."""
         rows = self.curator.ledger.entries(analyst=who.name, types=("grant", "charge"))
         names = {"grant": "grant set", "charge": "charge"}
+        # no ledger position (seq): its gaps would count the other analysts' rows
         return {"analyst": who.name, "events": [
-            {"seq": e.seq, "at": e.at, "event": names[e.type], "dataset": e.dataset,
+            {"at": e.at, "event": names[e.type], "dataset": e.dataset,
              "amount": str(e.amount), "request_id": e.request_id, "query": e.query}
             for e in rows]}
 
@@ -308,6 +310,8 @@ class CuratorService:
         except LedgerError:
             raise NotFound(f"you have no request {request_id!r}",
                            remedy="list yours with GET /v1/releases") from None
+        if not who.admin:
+            payload = json.dumps(_seen_by(who, json.loads(payload)))
         return ('{"request_id": ' + json.dumps(request_id) + ', "replayed": true, '
                 '"release": ' + payload + "}")
 
@@ -646,6 +650,24 @@ def _int(value: Any, name: str) -> int:
         raise InvalidParameterError(f"{name} must be a whole number in [1, 1000000], got "
                                     f"{value!r}", remedy=f'e.g. "{name}": 5')
     return value
+
+
+def _seen_by(who: Principal, release: dict[str, Any]) -> dict[str, Any]:
+    """A release as ``who`` may see it: an analyst does not see where the ledger is nor the
+    charge's position in it (between two of one's own charges, the positions count every
+    other analyst's rows — activity that is confidential here); the admin sees both.
+
+    >>> cert = {"ledger": {"location": "/srv/l.db", "seq": 41, "request_id": "r"}}
+    >>> _seen_by(Principal("ann", "analyst"), {"provenance": {"certificate": cert}})
+    {'provenance': {'certificate': {'ledger': {'request_id': 'r'}}}}
+    """
+    if who.admin:
+        return release
+    ledger = release.get("provenance", {}).get("certificate", {}).get("ledger")
+    if isinstance(ledger, dict):
+        for hidden in ("location", "seq"):
+            ledger.pop(hidden, None)
+    return release
 
 
 def _params(body: Mapping[str, Any], default_alpha: float) -> dict[str, Any]:
