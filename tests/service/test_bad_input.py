@@ -55,6 +55,10 @@ BAD = [
     ("sql not text", {"sql": 5, "epsilon": 1}, 422),
     ("long sql", {"sql": "SELECT COUNT(*) FROM adult WHERE " + " OR ".join(
         ["age = 1"] * 4000), "epsilon": 1}, 400),
+    # a query of public keys only is free: server.max_groups (100,000) bounds its size
+    ("367,360 free groups", {"sql": 'SELECT "native-country", education, occupation, '
+                             'workclass, race FROM adult GROUP BY "native-country", '
+                             'education, occupation, workclass, race', "epsilon": 1}, 422),
     ("not JSON", b"{epsilon: 1", 422),
     ("extra field", {"sql": OK_SQL, "epsilon": 1, "analyst": "bob"}, 422),
 ]

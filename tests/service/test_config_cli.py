@@ -21,6 +21,7 @@ runner = CliRunner()
     ({"server": {"port": "80"}}, {}, "server.port"),
     ({"server": {"workers": 0}}, {}, "server.workers"),
     ({"server": {"max_body_bytes": 10}}, {}, "server.max_body_bytes"),
+    ({"server": {"max_groups": 0}}, {}, "server.max_groups"),
     ({"ledger": {"path": "a.db", "dsn": "postgresql://x/y"}}, {}, "ledger.dsn"),
     ({"ledger": {"dsn": "mysql://x"}}, {}, "ledger.dsn"),
     ({"engine": {"name": "oracle"}}, {}, "engine.name"),

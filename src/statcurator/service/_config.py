@@ -13,7 +13,7 @@ bundled Adult data with a dataset-wide budget and a grant for each new analyst.
 >>> ServiceConfig.parse({"server": {"prot": 9000}}, env={})
 Traceback (most recent call last):
 ...
-statcurator.service._config.ConfigError: unknown configuration key 'server.prot'; did you mean 'server.port'? (keys of [server]: host, port, workers, max_body_bytes, max_sql_chars, console)
+statcurator.service._config.ConfigError: unknown configuration key 'server.prot'; did you mean 'server.port'? (keys of [server]: host, port, workers, max_body_bytes, max_sql_chars, max_groups, console)
 >>> ServiceConfig.parse({}, env={"STATCURATOR_SERVER__PORT": "70000"})
 Traceback (most recent call last):
 ...
@@ -60,6 +60,9 @@ class ServerConfig:
     workers: int = 1
     max_body_bytes: int = 64 * 1024
     max_sql_chars: int = 20_000
+    #: the most groups one answer may have (the product of its GROUP BY key sets): a query
+    #: that reads no data costs no budget, so this is what bounds its memory and time
+    max_groups: int = 100_000
     console: bool = True
 
 
@@ -283,6 +286,10 @@ def _check_server(s: ServerConfig, doc: Mapping[str, Any]) -> None:
     if not 16 <= s.max_sql_chars <= s.max_body_bytes:
         raise ConfigError(f"server.max_sql_chars must be in [16, server.max_body_bytes], got "
                           f"{s.max_sql_chars}", remedy="set server.max_sql_chars = 20000")
+    if not 1 <= s.max_groups <= 1_000_000:
+        raise ConfigError(f"server.max_groups{origin('server.max_groups')} must be in "
+                          f"[1, 1000000], got {s.max_groups}",
+                          remedy="set server.max_groups = 100000")
     if not s.host or any(c.isspace() for c in s.host):
         raise ConfigError(f"server.host{origin('server.host')} is not a host name or address: "
                           f"{s.host!r}", remedy='set server.host = "127.0.0.1"')

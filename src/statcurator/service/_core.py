@@ -83,7 +83,8 @@ class CuratorService:
         ledger = open_ledger(config)
         store = open_store(config)
         cur = Curator(engine=config.engine, ledger=ledger, default_budget=None,
-                      dataset_budget=None, alpha=config.alpha)
+                      dataset_budget=None, alpha=config.alpha,
+                      options=_options(config))
         svc = cls(cur, store, config)
         for d in config.datasets:
             cur.register(d.name, d.data, d.metadata)
@@ -103,7 +104,8 @@ class CuratorService:
 
         config = config or ServiceConfig.load(None, env={})
         cur = Curator(engine=config.engine, ledger=Ledger(), default_budget=None,
-                      dataset_budget=None, alpha=config.alpha)
+                      dataset_budget=None, alpha=config.alpha,
+                      options=_options(config))
         store = ServiceStore.sqlite(Path(tempfile.mkdtemp()) / "store.db")
         svc = cls(cur, store, config)
         for d in config.datasets:
@@ -650,6 +652,13 @@ def _int(value: Any, name: str) -> int:
         raise InvalidParameterError(f"{name} must be a whole number in [1, 1000000], got "
                                     f"{value!r}", remedy=f'e.g. "{name}": 5')
     return value
+
+
+def _options(config: ServiceConfig) -> Any:
+    """The compiler's options for the service: at most ``server.max_groups`` groups."""
+    from ..query.compiler import CompileOptions
+
+    return CompileOptions(max_public_keys=config.server.max_groups)
 
 
 def _seen_by(who: Principal, release: dict[str, Any]) -> dict[str, Any]:
