@@ -196,3 +196,31 @@ def test_estimates_are_charged_like_queries(api, setup: Setup) -> None:
                  headers=setup.headers("alice"))
     assert r.status_code == 200 and 30 <= r.json()["value"] <= 45
     assert setup.svc.curator.ledger.status("alice", "adult").spent.epsilon == Fraction(1, 2)
+
+
+def _unchecked_assets(html: str) -> list[str]:
+    """The external scripts and stylesheets of a page that are not pinned and checked by
+    Subresource Integrity."""
+    import re
+
+    tags = re.findall(r"<(?:script|link)\b[^>]*>", html)
+    external = [t for t in tags if re.search(r'(?:src|href)="https?://', t)]
+    return [t for t in external
+            if "integrity=\"sha384-" not in t or not re.search(r"@\d+\.\d+\.\d+/", t)]
+
+
+def test_the_api_docs_page_runs_only_pinned_and_checked_scripts(api) -> None:
+    """Review helper-30, finding 7: /docs loaded Swagger UI unpinned and unchecked from a CDN,
+    on the origin whose sessionStorage holds the console's token. Control: FastAPI's own
+    page is caught by the same check."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    r = api.get("/docs")
+    assert r.status_code == 200 and "swagger-ui-bundle.js" in r.text
+    assert _unchecked_assets(r.text) == []
+    csp = r.headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'self' https://cdn.jsdelivr.net" in csp
+    assert "SwaggerUIBundle" in api.get("/static/docs.js").text
+    assert api.get("/openapi.json").json()["info"]["title"] == "statcurator"
+    stock = get_swagger_ui_html(openapi_url="/openapi.json", title="x").body.decode()
+    assert _unchecked_assets(stock)                       # control

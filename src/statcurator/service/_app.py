@@ -148,7 +148,7 @@ def create_app(service: CuratorService) -> FastAPI:
                     "queries charged to a tamper-evident ledger, anonymization and attack "
                     "reports. Authenticate with `Authorization: Bearer <token>`; errors are "
                     "`application/problem+json` with `detail` and `remedy`.",
-        docs_url="/docs", redoc_url=None, openapi_url="/openapi.json")
+        docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = service
     bearer = HTTPBearer(auto_error=False, description="An API token (sct_...).")
 
@@ -351,6 +351,25 @@ def create_app(service: CuratorService) -> FastAPI:
               summary="Attack an anonymization; the measured risk")
     def attack(body: AttackBody, who: Who) -> Response:
         return _json(service.attack(who, _dump(body)))
+
+    # -- the API's documentation ------------------------------------------------------------
+    # Swagger UI from a CDN, pinned and checked by Subresource Integrity (docs.html), under a
+    # policy that lets nothing else run: the console keeps its token in this origin's
+    # sessionStorage, which a changed CDN script could otherwise read.
+    docs_csp = ("default-src 'none'; script-src 'self' https://cdn.jsdelivr.net; "
+                "style-src https://cdn.jsdelivr.net 'unsafe-inline'; img-src 'self' data:; "
+                "connect-src 'self'; frame-ancestors 'none'")
+    docs_headers = {"Content-Security-Policy": docs_csp, "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "no-referrer"}
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        return FileResponse(STATIC / "docs.html", headers=docs_headers)
+
+    @app.get("/static/docs.js", include_in_schema=False)
+    def docs_js() -> Response:
+        return FileResponse(STATIC / "docs.js", media_type="text/javascript",
+                            headers=docs_headers)
 
     # -- the console ----------------------------------------------------------------------
     if config.server.console:
