@@ -413,3 +413,48 @@ def test_threads_asking_queries_of_shared_shapes_get_each_their_own_query():
     assert problems == []
     assert any(q._template is not None for q in cur._cache.values())
     assert cur.ledger.verify()
+
+
+def test_a_t_sql_text_cannot_hide_part_of_itself_from_its_shape():
+    """Review helper-33, finding 1: the shape key was DuckDB's token stream, in which ``--``
+    starts a comment, but a text DuckDB cannot parse is read as T-SQL, where ``[--]`` is a
+    name: what follows it on the line was read, yet was not in the key. ``age > 99`` was
+    answered as the learnt ``age > 30``, and a text a fresh parse refuses was answered too.
+    The key is now the text itself between its constants."""
+    cur = _curator()
+    tpl = "SELECT COUNT(*) AS n FROM people AS [--] WHERE age > {a}\nAND sex = '{s}'"
+    cur.sql(tpl.format(a=30, s="F"))
+    cur.sql(tpl.format(a=30, s="M")).release(epsilon=Fraction(1, 2), analyst="ana")
+    text = tpl.format(a=99, s="F")
+    assert shapes.shape_of(text).key != shapes.shape_of(tpl.format(a=30, s="F")).key
+    assert cur.sql(text).plan == parse_sql(text, cur.catalog)
+    hidden = "SELECT COUNT(*) AS n FROM people AS [--] GROUP BY city HAVING ))) junk\nAND sex = 'F'"
+    with pytest.raises(sc.core.errors.UnsupportedQueryError, match="cannot parse"):
+        cur.sql(hidden)
+    # control: under the former key (DuckDB's tokens, constants blanked) the three texts
+    # are one shape, though a parser reads three different queries in them
+    from sqlglot import TokenType
+
+    def token_key(t: str) -> tuple:
+        blank = (TokenType.STRING, TokenType.NUMBER)
+        return tuple(tok.token_type if tok.token_type in blank else (tok.token_type, tok.text)
+                     for tok in shapes._tokenizer().tokenize(t))
+
+    assert token_key(text) == token_key(tpl.format(a=30, s="F")) == token_key(hidden)
+
+
+def test_plans_differing_in_a_constants_type_never_share_engine_sql():
+    """Review helper-33, finding 2: the engine SQL cache is keyed on the plan, whose
+    constants compared equal across types (1 == 1.0 == TRUE): ``pid > 9007199254740992.0``
+    asked after ``pid > 9007199254740992`` ran the integer comparison, and answered 50
+    where alone it answers 0. Constants of different types now differ."""
+    from statcurator.query.expr import Lit
+
+    assert Lit(1) != Lit(1.0) and Lit(1) != Lit(True) and hash(Lit(2.5)) == hash(Lit(2.5))
+    cur = _curator()
+    as_int = "SELECT COUNT(*) AS n FROM people WHERE pid >= 9007199254740992"
+    as_float = "SELECT COUNT(*) AS n FROM people WHERE pid >= 9007199254740992.0"
+    alone = cur.engine.sql(_fresh(cur, as_float)[1].engine_plan)[0]
+    cur.engine.sql(_fresh(cur, as_int)[1].engine_plan)
+    assert cur.engine.sql(_fresh(cur, as_float)[1].engine_plan)[0] == alone
+    assert "DOUBLE" in alone

@@ -145,15 +145,30 @@ class Col(Expr):
         return (f"{_quote(self.table)}." if self.table else "") + _quote(self.name)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Lit(Expr):
     """A public constant: NULL, a boolean, an integer, a float or a string.
 
+    Two constants are equal when their values are equal *and of the same type*: ``1``,
+    ``1.0`` and ``TRUE`` are different SQL (an integer, a double, a boolean), so plans that
+    differ in them never share a cache entry.
+
     >>> Lit("O'Hara").sql()
     "'O''Hara'"
+    >>> Lit(1) == Lit(1.0), Lit(1) == Lit(True), Lit(2.5) == Lit(2.5)
+    (False, False, True)
     """
 
     value: None | bool | int | float | str
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Lit):
+            return NotImplemented
+        a, b = self.value, other.value
+        return type(a) is type(b) and (a is b or a == b)
+
+    def __hash__(self) -> int:
+        return hash((type(self.value), self.value))
 
     def sql(self) -> str:
         return _literal_sql(self.value)

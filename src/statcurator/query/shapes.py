@@ -12,8 +12,10 @@ query's compiled form with its constants put in place, once :func:`check` (writt
 the learning below) has verified that nothing but such constants differs.
 
 Which constants are free is never assumed from the syntax: it is learnt the second time a
-shape is seen. A shape is the text's token stream (:func:`shape_of`) with each number and
-string literal blanked. The text is parsed again with each constant changed (a *probe*), and a
+shape is seen. A shape is the text itself, character for character, with each number and
+string literal that DuckDB's tokenizer finds blanked (:func:`shape_of`): comments and spacing
+are part of it, so no text can hide from the key what a parser reads (the T-SQL fallback
+reads ``[--]`` as a name, where DuckDB's tokens start a comment). The text is parsed again with each constant changed (a *probe*), and a
 constant is free only when every probe's plan differs from the text's plan in exactly one
 place: one literal of a WHERE predicate, holding the probed value, of the same type, with the
 notes and the structure unchanged. Every other constant — in SELECT, GROUP BY, HAVING, ORDER
@@ -76,20 +78,23 @@ class Slot:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Shape:
-    """A text's tokens with its constants blanked (``key``), and the constants (``slots``)."""
+    """A text with its constants blanked (``key``), and the constants (``slots``)."""
 
     key: tuple[Any, ...]
     slots: tuple[Slot, ...]
 
 
 def shape_of(text: str) -> Shape | None:
-    """The shape of ``text`` (DuckDB's tokens), or None when it does not tokenize or holds no
-    constant worth a shape.
+    """The shape of ``text`` (its characters between the constants DuckDB's tokenizer
+    finds, and the constants' types), or None when it does not tokenize or holds no constant
+    worth a shape.
 
     >>> s = shape_of("SELECT COUNT(*) FROM t WHERE age > 17  -- adults")
-    >>> s.key == shape_of("SELECT COUNT(*) FROM t WHERE age > 18").key
+    >>> s.key == shape_of("SELECT COUNT(*) FROM t WHERE age > 18  -- adults").key
     True
-    >>> s.key == shape_of("select count(*) from t where age > 18").key  # keywords as written
+    >>> s.key == shape_of("SELECT COUNT(*) FROM t WHERE age > 18").key  # the comment is in it
+    False
+    >>> s.key == shape_of("select count(*) from t where age > 18  -- adults").key
     False
     >>> [x.value for x in shape_of("SELECT COUNT(*) FROM t WHERE x IN ('it''s', 2.5)").slots]
     ["it's", 2.5]
@@ -108,19 +113,22 @@ def shape_of(text: str) -> Shape | None:
     key: list[Any] = []
     slots: list[Slot] = []
     string, number = TokenType.STRING, TokenType.NUMBER
+    done = 0  # the text up to here is in the key
     for t in tokens:
         kind = t.token_type
         if kind is string and text[t.start] == "'" and text[t.end] == "'":
-            slots.append(Slot(t.start, t.end, t.text))
-            key.append(str)
+            value: Any = t.text
         elif kind is number and _PLAIN_NUMBER.match(t.text) \
                 and (value := _number(t.text)) is not None:
-            slots.append(Slot(t.start, t.end, value))
-            key.append(type(value))
+            pass
         else:
-            key.append((kind, t.text))
+            continue
+        slots.append(Slot(t.start, t.end, value))
+        key += [text[done:t.start], type(value)]
+        done = t.end + 1
     if not slots:
         return None
+    key.append(text[done:])
     return Shape(tuple(key), tuple(slots))
 
 
