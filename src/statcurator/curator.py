@@ -186,7 +186,7 @@ class Curator:
             self.catalog.tables.pop(name, None)
             if source is not None:
                 self.engine.register(name, source)
-                _check_kinds(self.engine, name, info)
+                info = _check_kinds(self.engine, name, info)
                 _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
@@ -215,7 +215,7 @@ class Curator:
 
         with self._lock:
             self.engine.register(name, TableSource.from_arrow(table))
-            _check_kinds(self.engine, name, info)
+            info = _check_kinds(self.engine, name, info)
             _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = None  # public: joined by DP queries, never anonymized
@@ -504,7 +504,8 @@ class Curator:
                                         query=job.query, mechanism=job.mechanism)
             if charge.replayed:
                 return result_from_json(estimator, self.ledger.replay(analyst, rid))
-            table = source.to_arrow().select(list(job.columns))
+            with _abandoned_on_error(self.ledger, analyst, rid):  # charged: see release()
+                table = source.to_arrow().select(list(job.columns))
         with _abandoned_on_error(self.ledger, analyst, rid):
             cert = _estimator_certificate(estimator, job, meta, dataset, charge)
             cert["ledger"]["location"] = self.ledger.location
@@ -836,15 +837,17 @@ class Query:
             if charge.replayed:
                 ran.clear()
                 return Release.from_json(cur.ledger.replay(analyst, rid), replayed=True)
-            cert["ledger"] = {"location": cur.ledger.location, "seq": charge.seq,
-                              "request_id": rid, "analyst": charge.analyst,
-                              "charged": str(charge.cost),
-                              "at": charge.timestamp.isoformat(timespec="seconds")}
-            if not ran:  # a ledger that does not take alongside= work (a third party's)
-                run()
-            exact_result = ran.pop()
-            if isinstance(exact_result, Exception):
-                raise exact_result
+            # from here on the request is charged: whatever fails, its answer is lost
+            with _abandoned_on_error(cur.ledger, analyst, rid):
+                cert["ledger"] = {"location": cur.ledger.location, "seq": charge.seq,
+                                  "request_id": rid, "analyst": charge.analyst,
+                                  "charged": str(charge.cost),
+                                  "at": charge.timestamp.isoformat(timespec="seconds")}
+                if not ran:  # a ledger that does not take alongside= work (a third party's)
+                    run()
+                exact_result = ran.pop()
+                if isinstance(exact_result, Exception):
+                    raise exact_result
         # the query Measurement's function is the noise: the same object whose map was charged
         with _abandoned_on_error(cur.ledger, analyst, rid):
             rel = self._build(bound, bound.measurement.function(exact_result, a), analyst,
@@ -899,27 +902,37 @@ def _abandoned_on_error(ledger: Any, analyst: str, rid: str) -> Iterator[None]:
         raise
 
 
-def _check_kinds(engine: Any, name: str, info: Any) -> None:
-    """Refuse (and unregister) a table whose columns the engine reads with other kinds than
-    the compiler derived from the data's schema: a query well-typed for the compiler could
-    then make the engine convert values as it runs, and fail on some rows only — an error
-    that says whether a row exists, at no cost. Numeric kinds agree with each other; a
-    column of kind ``other`` is refused by every query anyway."""
+def _check_kinds(engine: Any, name: str, info: Any) -> Any:
+    """``info`` with the kinds the engine reads: a query well-typed for the compiler must
+    never make the engine convert values as it runs (a conversion failing on some rows only
+    is an error that says whether a row exists, at no cost). A column the engine reads as
+    none of the query kinds (a UUID the schema calls text) becomes ``other``, which no query
+    may use; a column the engine reads as another query kind (text for an integer) refuses
+    the table (unregistered). Numeric kinds agree with each other."""
     read = getattr(engine, "column_kinds", None)
     if read is None:  # an engine that does not say: the compiler's kinds stand
-        return
+        return info
     found = read(name)
     numeric = ("integer", "real")
-    wrong = [f"{c!r} ({k} from the data's schema, {found.get(c, 'missing')} in the engine)"
-             for c, k in info.kinds.items()
-             if k != "other" and k != found.get(c)
-             and not (k in numeric and found.get(c) in numeric)]
+    unusable, wrong = [], []
+    for c, k in info.kinds.items():
+        seen = found.get(c, "missing")
+        if k == "other" or k == seen or (k in numeric and seen in numeric):
+            continue
+        if seen == "other":
+            unusable.append(c)
+        else:
+            wrong.append(f"{c!r} ({k} from the data's schema, {seen} in the engine)")
     if wrong:
         engine.unregister(name)
         raise DataError(f"the engine reads column(s) {', '.join(wrong)} of {name!r} with "
                         "another type than the data's schema says",
                         remedy="convert those columns in the data to a plain integer, real, "
                                "text or boolean type and register it again")
+    if unusable:
+        info = dataclasses.replace(info, kinds={c: "other" if c in unusable else k
+                                                for c, k in info.kinds.items()})
+    return info
 
 
 def _declare_types(engine: Any, name: str, meta: TableMeta) -> None:

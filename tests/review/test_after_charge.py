@@ -71,3 +71,47 @@ def test_a_release_failing_after_its_charge_is_an_answer_lost(monkeypatch) -> No
         cur.sql("SELECT COUNT(*) AS n FROM t").release(epsilon=1, analyst="eve",
                                                        request_id="r1")
     assert len(cur.ledger.charges()) == 1          # charged once; nothing fresh released
+
+
+def test_an_engine_failing_after_the_charge_is_an_answer_lost_too(monkeypatch) -> None:
+    """helper-34: the engine's own failure (out of memory, a lost Spark executor) was raised
+    outside the guard, and the request stayed 'still being computed' forever."""
+    from statcurator.engines.duckdb import DuckDBEngine
+
+    cur = curator()
+
+    def broken(self, plan, *, salt):
+        raise MemoryError("the engine ran out of memory")
+
+    monkeypatch.setattr(DuckDBEngine, "execute", broken)
+    with pytest.raises(MemoryError):
+        cur.sql("SELECT COUNT(*) AS n FROM t").release(epsilon=1, analyst="eve",
+                                                       request_id="r2")
+    monkeypatch.undo()
+    assert cur.ledger._pending == {} and len(cur.ledger.charges()) == 1
+    with pytest.raises(AnswerLostError, match="its release failed after the charge"):
+        cur.sql("SELECT COUNT(*) AS n FROM t").release(epsilon=1, analyst="eve",
+                                                       request_id="r2")
+
+
+@pytest.mark.parametrize("exponent", ["1e10", "1000000"])
+def test_a_huge_power_of_a_noisy_value_is_released_at_once(exponent: str) -> None:
+    """helper-34: the interval of POWER(SUM(x), 1e10) was computed with exact fractions,
+    after the charge: 1e6 took 14 s and 1e10 never returned. Beyond an exponent of 64 the
+    value has no interval (NULL ends); its point is a double, NULL if it overflows."""
+    cur = curator()
+    rel = cur.sql(f"SELECT POWER(SUM(x), {exponent}) AS v FROM t").release(epsilon=1,
+                                                                         analyst="eve")
+    assert rel.rows()[0]["v_low"] is None and cur.ledger.charges()[0].answered
+
+
+def test_a_quantile_order_is_read_as_a_parameter_is() -> None:
+    """helper-34: PERCENTILE_CONT(1e-99999999) built 10^99999999 at compilation (and
+    1e-9999 hit Python's 4300-digit limit: a 500 in the service)."""
+    from statcurator.core.errors import UnsupportedQueryError
+
+    cur = curator()
+    for order in ("1e-99999999", "1e-9999", "1e-99_999_999"):
+        with pytest.raises(UnsupportedQueryError, match="quantile order"):
+            cur.sql(f"SELECT PERCENTILE_CONT({order}) WITHIN GROUP (ORDER BY x) AS q "
+                    "FROM t").cost(epsilon=1)

@@ -72,7 +72,7 @@ def test_control_typed_as_text_the_categorical_answers_the_question(monkeypatch)
         return "string" if pt.is_dictionary(t) else plain(t)
 
     monkeypatch.setattr(catalog_module, "arrow_kind", as_before)
-    monkeypatch.setattr("statcurator.curator._check_kinds", lambda *a: None)
+    monkeypatch.setattr("statcurator.curator._check_kinds", lambda engine, name, info: info)
     assert outcome(categorical_table(70), ORACLE) == "answer, charged 1/1000"
     assert outcome(categorical_table(99), ORACLE) == "EngineError, charged 1/1000"
 
@@ -127,3 +127,38 @@ def test_the_refusal_names_the_remedy() -> None:
     with pytest.raises(UnsupportedQueryError, match="'day' has a type queries cannot use.*"
                                                     "convert it in the data"):
         cur.sql("SELECT COUNT(*) AS n FROM t WHERE day IS NULL").cost(epsilon=1)
+
+
+def test_a_column_the_engine_reads_as_no_query_kind_becomes_unusable(monkeypatch) -> None:
+    """helper-34: a DuckDB file's unused UUID column (text to Arrow, UUID to DuckDB) made
+    the whole table refused; it is now a column no query may use, and the table registers."""
+    from statcurator.engines.duckdb import DuckDBEngine
+
+    plain = DuckDBEngine.column_kinds
+    monkeypatch.setattr(DuckDBEngine, "column_kinds",
+                        lambda self, name: {**plain(self, name), "code": "other"})
+    cur = Curator()
+    info = cur.register("t", pa.table({"zone": [10, 20], "code": ["1", "2"], "age": [1, 2]}),
+                        META)
+    assert info.kinds["code"] == "other" and cur.catalog.table_info("t").kinds["age"] == "integer"
+    with pytest.raises(UnsupportedQueryError, match="'code' has a type queries cannot use"):
+        cur.sql("SELECT COUNT(*) AS n FROM t WHERE code = '1'").cost(epsilon=1)
+    cur.sql("SELECT COUNT(*) AS n FROM t WHERE age > 1").cost(epsilon=1)
+
+
+def test_a_unit_id_of_any_type_is_still_bounded() -> None:
+    """helper-34: refusing kind ``other`` in queries also refused every query on a table
+    whose person id is BLOB or UUID-like bytes, though the id is only partitioned on and
+    hashed as text."""
+    from statcurator.core.schema import PrivacyUnit
+
+    meta = TableMeta("t", (Column("pid"), Column("sex", categories=("F", "M"))),
+                     privacy_unit=PrivacyUnit("pid", max_rows=1))
+    ids = pa.array([b"a", b"b", b"b", None], pa.binary())
+    cur = Curator(default_budget=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cur.register("t", pa.table({"pid": ids, "sex": ["F", "M", "M", "F"]}), meta)
+    cq = cur.sql("SELECT sex, COUNT(*) AS n FROM t GROUP BY sex").compile()
+    groups = cur.engine.execute(cq.engine_plan, salt="ab").groups
+    assert sum(v[0] for v in groups.values()) == 2    # one row per id; the NULL id unread

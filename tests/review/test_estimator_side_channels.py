@@ -445,3 +445,19 @@ def test_a_gain_tree_caps_its_nodes_at_the_declared_rows(monkeypatch: pytest.Mon
                  epsilon=1, analyst="eve")
     assert seen and all(bound == 10 for _, bound in seen)
     assert math.isfinite(float(split_mechanism("gain", 1, 10).sensitivity))
+
+
+def test_a_rows_code_depends_on_that_row_alone_whatever_the_other_rows_types() -> None:
+    """helper-34: the fast path ran np.unique over mixed values, which merges 1, 1.0 and
+    True (equal in Python): the value 1 was coded 0 alone, 1 beside True and 2 beside 1.0,
+    so adding one row changed the codes of others."""
+    import numpy as np
+
+    from statcurator.estimators.learning._domain import categorical
+
+    a = categorical("c", ["1", "True", "1.0"])
+    alone = a.encode(np.array([1], dtype=object))[0]
+    for other in (True, 1.0, "1", None, 2):
+        assert a.encode(np.array([other, 1], dtype=object))[1] == alone
+    # control: np.unique, the former fast path, merges the values the rows hold
+    assert len(np.unique(np.array([True, 1], dtype=object))) == 1

@@ -94,6 +94,13 @@ def test_an_analyst_cannot_count_the_others_rows(api, setup: Setup) -> None:
 
     for seen in positions("alice", "a1"):
         assert "seq" not in seen and "location" not in seen and seen["request_id"] == "a1"
+    # an estimate's stored answer keeps its certificate elsewhere (helper-34)
+    r = api.post("/v1/estimates", json={"dataset": "adult", "estimator": "median",
+                                        "column": "age", "epsilon": 0.125},
+                 headers=setup.headers("alice", **{"Idempotency-Key": "e1"}))
+    assert r.status_code == 200
+    stored = api.get("/v1/releases/e1", headers=setup.headers("alice")).text
+    assert '"certificate"' in stored and '"seq"' not in stored and '"location"' not in stored
     api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.125}, headers=setup.headers("bob"))
     events = api.get("/v1/budget/history", headers=setup.headers("alice")).json()["events"]
     assert events and all("seq" not in e for e in events)

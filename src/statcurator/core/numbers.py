@@ -63,7 +63,7 @@ MAX_BITS = 512
 #: too small. A Decimal's exponent is checked the same way.
 _MAX_TEXT = 400
 _MAX_EXPONENT = 400
-_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)$")
+_EXPONENT = re.compile(r"[eE]\s*([+-]?[\d_]+)$")  # Fraction reads 1e-9_999_999 too
 
 
 def _refuse(name: str, problem: str, remedy: str) -> InvalidParameterError:
@@ -183,7 +183,8 @@ def _written_size_checked(text: str, name: str) -> str:
         raise _refuse(name, f"is too long to be a parameter ({len(text)} characters)",
                       f"write {name} with at most 30 significant digits, such as {name}=0.5")
     m = _EXPONENT.search(text)
-    if m is None or abs(int(m.group(1))) <= _MAX_EXPONENT:
+    digits = "" if m is None else m.group(1).replace("_", "")
+    if m is None or digits in ("", "+", "-") or abs(int(digits)) <= _MAX_EXPONENT:
         return text
     mantissa = text[:m.start()].rstrip()
     if re.fullmatch(r"[+-]?(0[0_]*\.?[0_]*|\.[0_]+)", mantissa):
@@ -191,7 +192,7 @@ def _written_size_checked(text: str, name: str) -> str:
     if not re.fullmatch(r"[+-]?(\d[\d_]*\.?[\d_]*|\.\d[\d_]*)", mantissa):
         raise _refuse(name, f"is not a number: {text!r}",
                       f"pass a positive finite value such as {name}=1")
-    exponent = int(m.group(1))
+    exponent = int(digits)
     raise _out_of_range(name, exponent < 0, f"1e{exponent:+d}")
 
 

@@ -58,6 +58,11 @@ from .sensitivity import Neighbourhood
 __all__ = ["CompileOptions", "CompiledQuery", "compile_query", "dataset_relation"]
 
 
+def _unit_kind(analyzer: Analyzer, unit: Col) -> str:
+    """The kind of the privacy unit's column, ``other`` included."""
+    return analyzer.scope.info_of(unit).kind(unit.name)
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Knobs of the compiler (all public; none depends on data).
@@ -411,7 +416,10 @@ class _Compiler:
             relation=plan.relation, keys=plan.group_by, key_values=tuple(key_sets),
             bounding=bounding, terms=tuple(self.terms), histograms=tuple(self.histograms),
             real_keys=tuple(self.analyzer.kind(k.expr) == "real" for k in plan.group_by),
-            real_unit=bounding is not None and self.analyzer.kind(bounding.unit) == "real",
+            # the unit id is only partitioned on and hashed (as text), never compared or
+            # converted: any type will do (a BLOB or UUID id), so its kind is read as is,
+            # past the analysis's refusal of kinds that queries cannot use
+            real_unit=bounding is not None and _unit_kind(self.analyzer, bounding.unit) == "real",
             real_distinct=real_distinct)
         # the declared (public) table size is the n of an unfiltered, ungrouped aggregate
         meta = self.private.meta

@@ -356,6 +356,11 @@ def apply_function(name: str, args: Sequence[float]) -> float | None:
     raise TypeError(f"unknown function {name}")  # pragma: no cover - the front ends check
 
 
+#: integer exponents above this get no interval: the exact power of an interval end would take
+#: time and memory growing with the exponent (1e6: 14 s; 1e10: never), after the charge
+_MAX_EXACT_POWER = 64
+
+
 def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
     """The image of an interval under a released-value function (each is monotone on the
     pieces where it is defined); None where the function is undefined on part of it.
@@ -379,6 +384,8 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         if k_lo != k_hi:
             return None  # an exponent that is itself noisy: no interval
         k = k_lo
+        if k.denominator == 1 and k > _MAX_EXACT_POWER:
+            return None  # POWER(SUM(x), 1e10): exact powers of that size would never end
         if k.denominator == 1 and k >= 0:
             ends = [lo ** int(k), hi ** int(k)]
             if k % 2 == 0 and lo < 0 < hi:

@@ -565,7 +565,13 @@ class _Converter:
 
         def p_of(n: Any) -> Fraction:
             if isinstance(n, exp.Literal) and not n.is_string:
-                p = Fraction(n.this)
+                from ..core.errors import InvalidParameterError
+                from ..core.numbers import exact
+
+                try:  # as exact() reads numbers: never one with a huge exponent (1e-99999999)
+                    p = exact(n.this, "the quantile order", strings=True, allow_zero=True)
+                except InvalidParameterError:
+                    p = Fraction(-1)
                 if 0 <= p <= 1:
                     return p
             raise UnsupportedQueryError(f"the quantile order {n.sql()} must be a constant in [0, 1]",

@@ -672,11 +672,22 @@ def _seen_by(who: Principal, release: dict[str, Any]) -> dict[str, Any]:
     """
     if who.admin:
         return release
-    ledger = release.get("provenance", {}).get("certificate", {}).get("ledger")
-    if isinstance(ledger, dict):
-        for hidden in ("location", "seq"):
-            ledger.pop(hidden, None)
+    _hide_ledger_position(release)
     return release
+
+
+def _hide_ledger_position(doc: Any) -> None:
+    """Drop ``location`` and ``seq`` from every certificate's ``ledger`` entry in ``doc``
+    (a query's release keeps it under ``provenance``, an estimate's under ``details``):
+    dictionaries only, since no certificate sits in a list of rows."""
+    if not isinstance(doc, dict):
+        return
+    for key, value in doc.items():
+        if key == "certificate" and isinstance(value, dict) \
+                and isinstance(value.get("ledger"), dict):
+            for hidden in ("location", "seq"):
+                value["ledger"].pop(hidden, None)
+        _hide_ledger_position(value)
 
 
 def _params(body: Mapping[str, Any], default_alpha: float) -> dict[str, Any]:

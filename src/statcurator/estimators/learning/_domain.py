@@ -125,12 +125,23 @@ class Attribute:
         lookup: dict[Any, int] = {v: i for i, v in enumerate(self.labels)}
         lookup.update({str(v): i for i, v in enumerate(self.labels) if str(v) not in lookup})
         fallback = self.fallback_code
-        try:  # fast path: one lookup per distinct value
-            uniq, inverse = np.unique(arr.astype(object) if arr.dtype.kind == "O" else arr,
-                                      return_inverse=True)
-        except TypeError:  # values that do not sort together (NULL among strings, ...)
-            return np.array([self._code(v, lookup, fallback) for v in arr.tolist()],
-                            dtype=np.int64)
+        if arr.dtype.kind == "O":
+            # row by row, each value by its type and value: np.unique would merge 1, 1.0
+            # and True (equal in Python), making a row's code depend on the other rows
+            seen: dict[Any, int] = {}
+            out = np.empty(arr.size, dtype=np.int64)
+            for i, v in enumerate(arr.tolist()):
+                try:
+                    key = (type(v), v)
+                    code = seen.get(key)
+                    if code is None:
+                        code = seen[key] = self._code(v, lookup, fallback)
+                except TypeError:  # unhashable: outside the domain
+                    code = fallback
+                out[i] = code
+            return out
+        # one numpy type: one lookup per distinct value
+        uniq, inverse = np.unique(arr, return_inverse=True)
         codes = np.array([self._code(v, lookup, fallback) for v in uniq.tolist()],
                          dtype=np.int64)
         return codes[inverse.reshape(-1)]
