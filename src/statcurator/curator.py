@@ -184,9 +184,14 @@ class Curator:
             info = TableInfo.from_schema(name, meta, source.schema)
         with self._lock:
             self.catalog.tables.pop(name, None)
+            self._version += 1  # queries compiled for the table before are stale from here
             if source is not None:
                 self.engine.register(name, source)
-                info = _check_kinds(self.engine, name, info)
+                try:
+                    info = _check_kinds(self.engine, name, info)
+                except DataError:
+                    self._data.pop(name, None)  # refused: the name is registered no more
+                    raise
                 _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
@@ -214,6 +219,9 @@ class Curator:
         from .engines import TableSource
 
         with self._lock:
+            self.catalog.tables.pop(name, None)
+            self._data.pop(name, None)
+            self._version += 1  # queries compiled for the table before are stale from here
             self.engine.register(name, TableSource.from_arrow(table))
             info = _check_kinds(self.engine, name, info)
             _declare_types(self.engine, name, meta)

@@ -162,3 +162,22 @@ def test_a_unit_id_of_any_type_is_still_bounded() -> None:
     cq = cur.sql("SELECT sex, COUNT(*) AS n FROM t GROUP BY sex").compile()
     groups = cur.engine.execute(cq.engine_plan, salt="ab").groups
     assert sum(v[0] for v in groups.values()) == 2    # one row per id; the NULL id unread
+
+
+def test_a_refused_registration_leaves_no_stale_query(monkeypatch) -> None:
+    """A query compiled for the table before a refused re-registration must not run (the
+    engine's table is gone: it would fail after its charge)."""
+    from statcurator.engines.duckdb import DuckDBEngine
+
+    cur = Curator()
+    table = pa.table({"zone": [10, 20], "code": ["1", "2"], "age": [1, 2]})
+    cur.register("t", table, META)
+    q = cur.sql("SELECT COUNT(*) AS n FROM t")
+    q.release(epsilon=0.1)
+    monkeypatch.setattr(DuckDBEngine, "column_kinds",
+                        lambda self, name: {"zone": "string", "code": "string", "age": "integer"})
+    with pytest.raises(DataError):
+        cur.register("t", table, META)
+    with pytest.raises(UnsupportedQueryError, match="no registered table 't'"):
+        q.release(epsilon=0.1)
+    assert len(cur.ledger.charges()) == 1
