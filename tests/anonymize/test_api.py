@@ -100,7 +100,8 @@ def test_errors():
 def test_qi_and_sensitive_of_a_run(adult):
     res = anonymize(adult, KAnonymity(5), qi=["sex", "age", "race"])
     assert res.qi == ("sex", "age", "race")
-    assert res.table.column("education").to_pylist()[:2] == ["Bachelors", "Bachelors"]
+    assert sorted(res.table.column("education").to_pylist()) == \
+        sorted(adult.table.column("education").to_pylist())  # released as it is
     res = anonymize(adult, KAnonymity(5), LDiversity("occupation", 3), sensitive="occupation",
                     qi="sex,age")
     assert res.qi == ("sex", "age") and res.sensitive == ("occupation",)

@@ -75,13 +75,14 @@ def test_identifiers_are_removed_and_suppressed_rows_starred():
     res = anonymize(table, KAnonymity(3), meta=META, suppression=Fraction(1, 8))
     assert "name" not in res.table.column_names
     assert res.suppressed == 1 and res.table.num_rows == 8
-    assert res.table.column("zip").to_pylist()[-1] == "*"
+    assert res.table.column("zip").to_pylist().count("*") == 1
     dropped = anonymize(table, KAnonymity(3), meta=META, suppression=Fraction(1, 8),
                         suppressed="drop")
     assert dropped.table.num_rows == 7 and "*" not in dropped.table.column("zip").to_pylist()
     assert all(dropped.verified.values())
-    # sensitive and insensitive columns are released unchanged
-    assert dropped.table.column("disease").to_pylist() == table.column("disease").to_pylist()[:7]
+    # sensitive and insensitive columns are released unchanged (rows in a random order)
+    assert sorted(dropped.table.column("disease").to_pylist()) == \
+        sorted(table.column("disease").to_pylist()[:7])
 
 
 def test_suppression_over_the_limit_fails_verification():

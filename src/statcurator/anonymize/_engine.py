@@ -16,6 +16,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -386,6 +387,9 @@ class NodeEvaluator:
 
         self._only_k = self.min_size if all(type(c) is KAnonymity for c in self.criteria) \
             else None
+        from .criteria import DeltaPresence
+
+        self._presence = [c for c in self.criteria if isinstance(c, DeltaPresence)]
         #: whether results decided by the shortcut may be used (set by the search: only when
         #: the search needs no class-based lower bound of a node that is not acceptable)
         self.shortcuts = False
@@ -519,8 +523,15 @@ class NodeEvaluator:
         outlier = fail & sample
         suppressed = int(table.count[outlier].sum())
         anonymous = suppressed <= self.limit
-        if table.pcount is not None and bool((fail & ~sample).any()):
-            anonymous = False  # population-only classes failing δ-presence cannot be suppressed
+        if table.pcount is not None:
+            # δ-presence: the suppressed records are one more class, of the population outside
+            # every released class (population-only classes included, at δ = 0): its δ must
+            # hold too, or the suppression count tells who of them is in the sample
+            outside = int(table.pcount[~(sample & ~outlier)].sum())
+            for c in self._presence:
+                anonymous = anonymous and (
+                    suppressed == 0 if outside == 0
+                    else c.dmin <= Fraction(suppressed, outside) <= c.dmax)
         k_anon = None
         if self.min_size is not None:
             small = sample & (table.count < self.min_size)

@@ -133,6 +133,7 @@ def anonymize(data: Any, *criteria: Criterion | Sequence[Criterion], suppression
         if bar is not None:
             bar(1.0)
     check_verified(verified)
+    table, check = _shuffled(release.table, check)
     rs = release.structure
     sizes = release.class_sizes
     return AnonymizationResult(
@@ -145,7 +146,7 @@ def anonymize(data: Any, *criteria: Criterion | Sequence[Criterion], suppression
         metrics=utility(rs),
         risk=prosecutor_risk(sizes, risk_threshold),
         verified=verified,
-        table=release.table,
+        table=table,
         lattice=lattice,
         metric=problem.metric,
         suppression=problem.suppression,
@@ -159,6 +160,28 @@ def anonymize(data: Any, *criteria: Criterion | Sequence[Criterion], suppression
         automatic=dict(problem.automatic),
         _check=check,
     )
+
+
+def _shuffled(table: Any, check: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The release's rows in a random order (the OS's CSPRNG), and the verification's row map
+    to match. The input's order would otherwise survive: records sorted by a removed
+    identifier, or by anything an attacker knows, line up with the released rows, whatever
+    the generalization hides (a class [23, 29] listing its ages' diagnoses in age order)."""
+    import secrets
+
+    import pyarrow as pa
+
+    n = table.num_rows
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):  # Fisher-Yates with an unpredictable choice at each step
+        j = secrets.randbelow(i + 1)
+        order[i], order[j] = order[j], order[i]
+    rows = check["kept"] if check["kept"] is not None else range(n)
+    take = pa.array(order, pa.int64())
+    columns = [(c.cast(pa.string()) if getattr(pa.types, "is_string_view", bool)(c.type)
+                else c).take(take) for c in table.columns]  # (Arrow cannot take a view)
+    return (pa.table(columns, names=table.column_names),
+            {**check, "kept": [int(rows[i]) for i in order]})
 
 
 def _verification_inputs(problem: Problem, levels: dict[str, int] | None, release: Any,

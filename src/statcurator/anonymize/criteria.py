@@ -79,10 +79,13 @@ class SensitiveDomain:
                     hierarchy: Hierarchy | None = None,
                     order: Sequence[str] | None = None) -> SensitiveDomain:
         """The domain of a column from its values; the order is numeric when every value is a
-        number, else the hierarchy's row order, else ``order``, else alphabetical.
+        number, else the hierarchy's row order, else ``order``, else alphabetical — in each
+        case without the missing value (NULL, ``""``), which comes last.
 
         >>> SensitiveDomain.from_values("salary", [10, 3, 5, 3]).values
         ('3', '5', '10')
+        >>> SensitiveDomain.from_values("salary", [10, None, 3, 20]).values  # not '', '10', ..
+        ('3', '10', '20', '')
         """
         texts = ["" if v is None else str(v) for v in values]
         present = set(texts)
@@ -102,15 +105,19 @@ def value_order(present: set[str], hierarchy: Hierarchy | None = None,
         except (ValueError, ZeroDivisionError):
             return None
 
+    # the missing value is no value of the order: it goes last, whatever the order of the
+    # others (one NULL among numbers used to turn the order alphabetical: '10' before '2')
+    missing = [""] if "" in present else []
+    present = set(present) - {""}
     nums = {t: number(t) for t in present}
     if present and all(v is not None for v in nums.values()):
-        return sorted(present, key=lambda t: (nums[t], t))
+        return sorted(present, key=lambda t: (nums[t], t)) + missing
     for ref in (hierarchy.values if hierarchy is not None else None, order):
         if ref is not None:
             pos = {v: i for i, v in enumerate(str(r) for r in ref)}
             if all(t in pos for t in present):
-                return sorted(present, key=pos.__getitem__)
-    return sorted(present)
+                return sorted(present, key=pos.__getitem__) + missing
+    return sorted(present) + missing
 
 
 @dataclass(frozen=True)

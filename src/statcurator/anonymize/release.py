@@ -3,7 +3,14 @@
 A release has one row per input record that is kept; identifier columns are removed,
 quasi-identifiers replaced by their generalized values (text), and every other column kept
 as it is. Suppressed records are either kept as rows whose quasi-identifiers are all ``*``
-(``suppressed="keep"``, ARX's output and the default) or left out (``suppressed="drop"``).
+and whose other columns are empty (``suppressed="keep"``, the default) or left out
+(``suppressed="drop"``).
+
+A kept suppressed row says only that a record exists. It must say nothing more: the starred
+rows are a group that no criterion checks (there may be one), and an attacker who knows the
+levels finds whose records they are — the people who fall in no released class. ARX keeps
+their other columns; a starred row ``*, *, cancer`` then tells the one person in no class
+their diagnosis. So their sensitive and other columns are emptied (NULL).
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ def assemble(table: pa.Table, meta: TableMeta, generalized: Mapping[str, pa.Arra
                 col = pc.if_else(star_mask, pa.scalar(marker, pa.string()), col)
         else:
             col = table.column(name)
+            if star_mask is not None:  # a suppressed record's other values: withheld
+                col = pc.if_else(star_mask, pa.scalar(None, col.type), col)
         if keep_rows is not None:
             col = col.take(keep_rows)
         cols.append(col)

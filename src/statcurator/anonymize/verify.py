@@ -158,11 +158,20 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
             result[key] = all(_emd(values[c.column][k], whole, order, c.distance, h) <= c.t
                               for k in sizes)
         elif isinstance(c, DeltaPresence):
-            result[key] = _delta_present(c, sizes, original, qi, hierarchies, levels)
+            result[key] = _delta_present(c, sizes, original, qi, hierarchies, levels,
+                                         suppressed)
         else:  # pragma: no cover - every criterion type is handled above
             raise VerificationError(f"no independent check for {c}",
                                     remedy="add one to statcurator.anonymize.verify")
     result["suppression limit"] = suppressed <= limit
+    if n_starred:
+        # a starred row is a group no criterion checks, whose members an attacker who knows
+        # the levels can name (whoever falls in no released class): it may reveal nothing
+        # but the record's existence, so every column that is not a QI must be empty
+        others = [c for c in release.column_names if c not in qi]
+        result["suppressed records reveal nothing"] = all(
+            pc.sum(pc.and_(starred, pc.is_valid(release.column(c)))).as_py() in (0, None)
+            for c in others)
     result["truthful generalization"] = _truthful(released_qi, keep, kept, original, qi,
                                                   hierarchies, levels)
     return result
@@ -201,17 +210,21 @@ def _l_diverse(counts: Counter[str], c: LDiversity) -> bool:
 
 
 def _order(whole: Counter[str], h: Hierarchy | None, declared: Sequence[str] | None) -> list[str]:
-    values = list(whole)
+    """The values in the ordered distance's order: numbers by value, else as the hierarchy
+    or the declared categories list them, else alphabetically; a missing value (``""``) is
+    none of them and comes last."""
+    values = [v for v in whole if v != ""]
+    tail = [""] if "" in whole else []
     try:
-        return sorted(values, key=lambda v: (Fraction(v), v))
+        return sorted(values, key=lambda v: (Fraction(v), v)) + tail
     except (ValueError, ZeroDivisionError):
         pass
     for ref in ([row[0] for row in h.rows] if h is not None else None, declared):
         if ref is not None:
             pos = {str(v): i for i, v in enumerate(ref)}
             if all(v in pos for v in values):
-                return sorted(values, key=pos.__getitem__)
-    return sorted(values)
+                return sorted(values, key=pos.__getitem__) + tail
+    return sorted(values) + tail
 
 
 def _emd(cls: Counter[str], whole: Counter[str], order: list[str], distance: str,
@@ -257,7 +270,12 @@ def _generalizer(h: Hierarchy) -> dict[str, tuple[str, ...]]:
 
 def _delta_present(c: DeltaPresence, sizes: Mapping[tuple[str, ...], int],
                    original: pa.Table, qi: Sequence[str], hierarchies: Mapping[str, Hierarchy],
-                   levels: Mapping[str, int] | None) -> bool:
+                   levels: Mapping[str, int] | None, suppressed: int = 0) -> bool:
+    """Every released class's δ in [dmin, dmax], and the suppressed records' too: they are
+    one more class, of the population members that fall in no released class. (A population
+    class whose sample records were all suppressed used to pass unchecked, though its members
+    are then the only people outside the released classes: with all of them in the sample,
+    the suppression count said so.)"""
     if levels is None:
         return False  # δ-presence is only defined here for full-domain releases
     from .search import as_table
@@ -271,13 +289,16 @@ def _delta_present(c: DeltaPresence, sizes: Mapping[tuple[str, ...], int],
                        for i in range(table.num_rows))
 
     pop = gen(population)
-    sample = gen(original)
     for key, m in sizes.items():
         p = pop.get(key, 0)
         if p == 0 or not c.dmin <= Fraction(m, p) <= c.dmax:
             return False
-    # population classes without any sample record have δ = 0 and cannot be suppressed
-    return all(key in sample or c.dmin == 0 for key in pop)
+    # the population outside every released class, and the records of it in the sample:
+    # the suppressed ones (a class with no sample record at all has δ = 0)
+    outside = sum(p for key, p in pop.items() if key not in sizes)
+    if outside == 0:
+        return suppressed == 0
+    return c.dmin <= Fraction(suppressed, outside) <= c.dmax
 
 
 def _truthful(released: Sequence[Any], keep: Any, kept: Any, original: pa.Table,
