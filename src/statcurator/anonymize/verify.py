@@ -110,7 +110,7 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
 
     # -- which released rows are suppressed ------------------------------------------------
     released_qi = [_text_array(release.column(q)) for q in qi]
-    starred = pa.array([True] * release.num_rows)
+    starred = pa.array([True] * release.num_rows, pa.bool_())
     for col in released_qi:
         starred = pc.and_(starred, pc.equal(col, marker))
     top_is_marker = levels is not None and all(
@@ -118,10 +118,10 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
     n_starred = pc.sum(starred).as_py() or 0
     if qi and n_starred == release.num_rows and top_is_marker:
         # the most general node: one class, nothing suppressed
-        starred = pa.array([False] * release.num_rows)
+        starred = pa.array([False] * release.num_rows, pa.bool_())
         n_starred = 0
     if not qi:
-        starred = pa.array([False] * release.num_rows)
+        starred = pa.array([False] * release.num_rows, pa.bool_())
         n_starred = 0
     suppressed = (n_in - release.num_rows) if dropped else n_starred
     limit = math.floor(Fraction(suppression) * n_in)

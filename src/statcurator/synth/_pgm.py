@@ -9,7 +9,6 @@ Everything here is post-processing of noisy measurements: no private data enters
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import StatcuratorError
+from ..estimators._common import silenced
 
 __all__ = ["require_mbi", "Noisy", "estimate", "marginal", "sample", "model_size_mb",
            "available"]
@@ -67,8 +67,7 @@ def require_mbi() -> Any:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with silenced(streams=False):  # the process-wide filters, under its lock
             import mbi
         if not hasattr(mbi.estimation, "MirrorDescent"):
             raise ImportError
@@ -101,8 +100,7 @@ def estimate(sizes: dict[str, int], measurements: Sequence[Noisy], *, iters: int
     kwargs: dict[str, Any] = {"known_total": total, "iters": iters}
     if warm is not None:
         kwargs["warm_start"] = warm
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with silenced(streams=False):  # the process-wide filters, under its lock
         return mbi.estimation.MirrorDescent().estimate(domain, ms, **kwargs)
 
 
@@ -141,8 +139,7 @@ def total(model: Any) -> float:
 
 def sample(model: Any, rows: int, names: Sequence[str]) -> np.ndarray:
     """A synthetic table of codes (rows × attributes, in ``names`` order) from the model."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with silenced(streams=False):  # the process-wide filters, under its lock
         ds = model.synthetic_data(rows=int(rows))
     cols = ds.to_dict()
     return np.stack([np.asarray(cols[n], dtype=np.int64) for n in names], axis=1)
