@@ -39,7 +39,7 @@ from ..core.schema import Column, TableMeta
 from ._protocol import Estimate, loss_from, relation_of
 
 __all__ = ["Statistic", "column_values", "raw_values", "clamp", "default_grid", "scaled_map",
-           "pure_or_approx", "float_down", "float_up", "silenced"]
+           "pure_or_approx", "float_down", "float_up", "silenced", "as_floats"]
 
 
 def column_values(data: Any, name: str | int) -> np.ndarray:
@@ -52,13 +52,23 @@ def column_values(data: Any, name: str | int) -> np.ndarray:
         if isinstance(name, int):
             return data[:, name].astype(np.float64)
         raise DataError("a 2-d array has no column names", remedy="address columns by position")
-    values = raw_values(data, name)
-    if values.dtype.kind in "iufb":
-        return values.astype(np.float64)
     # row by row, never an error (the values are private): a value that is not a number
     # becomes NaN, which clamp() imputes with the public midpoint
-    out = np.empty(values.size, dtype=np.float64)
-    for i, v in enumerate(values.reshape(-1).tolist()):
+    return as_floats(raw_values(data, name))
+
+
+def as_floats(values: Any) -> np.ndarray:
+    """A column as float64, row by row: NULL and anything that is not a number become NaN
+    (never an error: the values are private).
+
+    >>> as_floats(np.array([1, None, "x", "2.5"], dtype=object)).tolist()
+    [1.0, nan, nan, 2.5]
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iufb":
+        return arr.astype(np.float64).reshape(-1)
+    out = np.empty(arr.size, dtype=np.float64)
+    for i, v in enumerate(arr.reshape(-1).tolist()):
         try:
             out[i] = np.nan if v is None else float(v)
         except (TypeError, ValueError, OverflowError):

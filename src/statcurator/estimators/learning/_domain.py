@@ -28,6 +28,7 @@ import numpy as np
 from ...core.errors import DataError, InvalidParameterError, MetadataError, UnsupportedQueryError
 from ...core.numbers import ceil_fraction, exact, floor_fraction
 from ...core.relations import AddRemove, ChangeOne, Relation
+from .._common import as_floats
 
 __all__ = ["Attribute", "categorical", "binned", "domain_from_meta", "columns_of", "encode",
            "decode", "relation_of", "row_steps", "as_floats"]
@@ -213,25 +214,6 @@ class Attribute:
                                         remedy="use a numeric attribute")
         e = np.array([float(v) for v in self.edges])
         return (e[:-1] + e[1:]) / 2
-
-
-def as_floats(values: Any) -> np.ndarray:
-    """A column as float64, row by row: NULL and anything that is not a number become NaN
-    (never an error: the values are private).
-
-    >>> as_floats(np.array([1, None, "x", "2.5"], dtype=object)).tolist()
-    [1.0, nan, nan, 2.5]
-    """
-    arr = np.asarray(values)
-    if arr.dtype.kind in "iufb":
-        return arr.astype(np.float64).reshape(-1)
-    out = np.empty(arr.size, dtype=np.float64)
-    for i, v in enumerate(arr.reshape(-1).tolist()):
-        try:
-            out[i] = np.nan if v is None else float(v)
-        except (TypeError, ValueError, OverflowError):
-            out[i] = np.nan
-    return out
 
 
 def _plain(v: Any) -> Any:
