@@ -17,7 +17,13 @@ def test_anonymize_a_registered_dataset_matches_the_direct_call() -> None:
     direct = sc.anonymize(sc.datasets.adult(), sc.KAnonymity(5), suppression=0.02)
     assert via_curator.levels == direct.levels
     assert (via_curator.suppressed, via_curator.classes) == (direct.suppressed, direct.classes)
-    assert via_curator.table.equals(direct.table)
+    # the same rows, each release in its own random order
+    def rows(t):
+        return sorted(map(tuple, zip(*(c.to_pylist() for c in t.columns), strict=True)),
+                      key=lambda r: tuple("" if v is None else str(v) for v in r))
+
+    assert via_curator.table.column_names == direct.table.column_names
+    assert rows(via_curator.table) == rows(direct.table)
     # anonymization is not a DP release: no budget is touched
     assert cur.ledger.charges() == []
 
