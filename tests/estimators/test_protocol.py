@@ -51,7 +51,9 @@ def test_estimate_charges_reads_needed_columns_and_replays() -> None:
     cur._data["t"] = _Spy(cur._data["t"], seen)
     est = cur.estimate("t", Median("x"), epsilon=Fraction(1, 2), analyst="ann",
                        request_id="r1")
-    assert isinstance(est, Estimate) and 0 <= est.value <= 100
+    # the median is 50; its heavy-tailed noise here exceeds 50 in 1 release of 1,000 (the
+    # test failed once in a fresh clone) and 500 with probability about 1e-6 (tail ~ h^-3)
+    assert isinstance(est, Estimate) and -450 <= est.value <= 550
     assert cur.budget("ann", "t").spent == ApproxDP(Fraction(1, 2), 0)
     again = cur.estimate("t", Median("x"), epsilon=Fraction(1, 2), analyst="ann",
                          request_id="r1")
