@@ -66,3 +66,23 @@ def test_control_arx_style_starred_rows_reveal_the_diagnosis(monkeypatch) -> Non
                      qi=["age", "sex"], suppression=0.1)
     assert checked["suppressed records reveal nothing"] is False
     assert pc.sum(pc.equal(res.table.column("age"), "*")).as_py() == 1
+
+
+def test_a_class_generalized_to_star_everywhere_is_a_class_not_suppressed_rows() -> None:
+    """Review helper-35: the verification took every row that is * in all its QIs for a
+    suppressed one, so a Mondrian release whose only class is the hierarchy's root was
+    refused (the 'suppressed' rows broke the limit) instead of checked. It now reads which
+    rows were suppressed from the algorithm's row list. Control: without the list, the old
+    reading counts the whole class against the limit."""
+    from statcurator.core.schema import Column, HierarchySpec, TableMeta
+
+    tree = {"north": ["a", "b"], "south": ["c", "d", "e"]}
+    meta = TableMeta("t", (Column("region", role="qi", hierarchy=HierarchySpec("tree", tree=tree)),
+                           Column("dx", role="sensitive")))
+    table = pa.table({"region": list("aabbccddee"), "dx": list("xyxyxyxyxy")})
+    res = anonymize(table, KAnonymity(5), meta=meta, algorithm="mondrian", suppression=0.3)
+    assert set(res.table.column("region").to_pylist()) == {"*"} and res.suppressed == 0
+    assert all(res.verified.values())
+    inputs = {k: v for k, v in res.verification_inputs.items() if k != "suppressed_rows"}
+    old = verify(res.table, [KAnonymity(5)], **inputs)
+    assert old["suppression limit"] is False                    # control

@@ -194,6 +194,7 @@ def _verification_inputs(problem: Problem, levels: dict[str, int] | None, releas
         "levels": levels,
         "suppression": problem.suppression,
         "kept": None if mode == "keep" else [int(i) for i in release.kept],
+        "suppressed_rows": [int(i) for i in release.suppressed],
         "sensitive_hierarchies": {c: d.hierarchy for c, d in doms.items() if d.hierarchy},
         "sensitive_orders": {c: [str(v) for v in problem.meta[c].categories]
                              for c in doms if problem.meta[c].categories},

@@ -81,14 +81,18 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
            levels: Mapping[str, int] | None = None, suppression: Fraction | int = 0,
            kept: Sequence[int] | None = None, marker: str = "*",
            sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
-           sensitive_orders: Mapping[str, Sequence[str]] | None = None) -> dict[str, bool]:
+           sensitive_orders: Mapping[str, Sequence[str]] | None = None,
+           suppressed_rows: Sequence[int] | None = None) -> dict[str, bool]:
     """Check every criterion on ``release``; returns ``{criterion: holds}`` plus the
     suppression limit and the truthfulness of the released values.
 
     ``original`` is the input table (the whole-table distributions of t-closeness come from
-    it); ``kept`` lists, for a release that dropped its suppressed records, the input row of
-    each released row (rows align one to one otherwise); ``levels`` are the full-domain
-    levels (``None`` for Mondrian).
+    it); ``kept`` lists the input row of each released row (rows align one to one without
+    it); ``levels`` are the full-domain levels (``None`` for Mondrian). ``suppressed_rows``,
+    the input rows the algorithm suppressed, says which released rows are suppressed ones
+    (they must be ``*`` in every quasi-identifier); without it, a row that is ``*`` in every
+    quasi-identifier is taken for one — and a class generalized to ``*`` everywhere (a
+    Mondrian partition at the root) would be counted against the limit instead of checked.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -123,6 +127,12 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
     if not qi:
         starred = pa.array([False] * release.num_rows, pa.bool_())
         n_starred = 0
+    all_marked = starred
+    if suppressed_rows is not None and not dropped:
+        # the rows the algorithm suppressed, wherever the release put them
+        listed = pa.array(sorted({int(i) for i in suppressed_rows}), pa.int64())
+        starred = pc.is_in(kept, value_set=listed)
+        n_starred = pc.sum(starred).as_py() or 0
     suppressed = (n_in - release.num_rows) if dropped else n_starred
     limit = math.floor(Fraction(suppression) * n_in)
     result: dict[str, bool] = {}
@@ -171,7 +181,7 @@ def verify(release: pa.Table, criteria: Sequence[Criterion], *, original: pa.Tab
         others = [c for c in release.column_names if c not in qi]
         result["suppressed records reveal nothing"] = all(
             pc.sum(pc.and_(starred, pc.is_valid(release.column(c)))).as_py() in (0, None)
-            for c in others)
+            for c in others) and not pc.any(pc.and_(starred, pc.invert(all_marked))).as_py()
     result["truthful generalization"] = _truthful(released_qi, keep, kept, original, qi,
                                                   hierarchies, levels)
     return result
