@@ -110,6 +110,14 @@ _VALUES = attrgetter(*COLUMNS)
 _CONTENT = attrgetter(*COLUMNS[:-2])
 
 
+def answer_after(entry: LedgerEntry, head: LedgerEntry) -> bool:
+    """Whether ``entry`` is an answer that links to ``head`` as the row before it (what
+    :meth:`LedgerBackend.append_after` requires before it compares ``head`` with the stored
+    last row)."""
+    return entry.type == "answer" and entry.seq == head.seq + 1 \
+        and entry.prev_hash == head.hash
+
+
 def entry_filter(mark: str, *, after: int, upto: int | None, analyst: str | None,
                  dataset: str | None, types: tuple[str, ...] | None) -> tuple[str, list[object]]:
     """The WHERE condition and parameters of :meth:`LedgerBackend.entries`, with the

@@ -38,6 +38,7 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
+    answer_after,
     check_timeout,
 )
 
@@ -107,10 +108,8 @@ class MemoryBackend(LedgerBackend):
             self._check()
             rows = self._rows
             charge = self._ids.get(("charge", entry.analyst, entry.request_id))
-            if (entry.type != "answer" or not rows or rows[-1] != _exact(head)
-                    or entry.seq != head.seq + 1 or entry.prev_hash != head.hash
-                    or charge is None
-                    or charge.dataset != entry.dataset):
+            if (not answer_after(entry, head) or not rows or rows[-1] != _exact(head)
+                    or charge is None or charge.dataset != entry.dataset):
                 return False
             self._append(_exact(entry))
             return True

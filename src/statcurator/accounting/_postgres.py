@@ -33,6 +33,7 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
+    answer_after,
     check_timeout,
     entry_filter,
 )
@@ -210,8 +211,7 @@ class PostgresBackend(LedgerBackend):
         self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())
 
     def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
-        if (entry.type != "answer" or entry.seq != head.seq + 1
-                or entry.prev_hash != head.hash):
+        if not answer_after(entry, head):
             return False
         params = {f"c{i}": v for i, v in enumerate(entry.values())}
         params.update({f"h{i}": v for i, v in enumerate(head.values())})

@@ -32,6 +32,7 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
+    answer_after,
     check_timeout,
     entry_filter,
 )
@@ -299,8 +300,7 @@ class SQLiteBackend(LedgerBackend):
         self._insert(entry, _INSERT, entry.values())
 
     def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
-        if (entry.type != "answer" or entry.seq != head.seq + 1
-                or entry.prev_hash != head.hash):
+        if not answer_after(entry, head):
             return False
         return self._insert(entry, _INSERT_AFTER, (*entry.values(), *head.values())) == 1
 

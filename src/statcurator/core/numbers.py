@@ -121,9 +121,9 @@ def exact(
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise _refuse(name, f"must be a finite number, got {value}", remedy)
-        if len(value.as_tuple().digits) > _MAX_TEXT:
-            raise _refuse(name, f"has more precision than a parameter can use ("
-                                f"{len(value.as_tuple().digits)} digits)",
+        digits = len(value.as_tuple().digits)
+        if digits > _MAX_TEXT:
+            raise _refuse(name, f"has more precision than a parameter can use ({digits} digits)",
                           f"round {name} to at most 30 significant digits")
         if value and abs(value.adjusted()) > _MAX_EXPONENT:
             raise _out_of_range(name, value.adjusted() < 0, f"1e{value.adjusted():+d}")

@@ -157,10 +157,10 @@ class _Smooth(Statistic):
         while self.grid is None and too_large(mech) and grid < cap:
             grid *= 2
             mech = self._mechanism(loss, grid)
-        worst = mech.noise_scale(cap)
         if too_large(mech):
             raise InvalidParameterError(
-                f"the noise could need a scale of {float(worst):.3g} grid units, more than "
+                f"the noise could need a scale of {float(mech.noise_scale(cap)):.3g} grid "
+                "units, more than "
                 f"the sampler draws ({float(HEAVY_TAILED_LIMIT):.3g})",
                 remedy="use a larger epsilon, or a coarser grid (grid=...)")
 
