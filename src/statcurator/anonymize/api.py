@@ -167,15 +167,13 @@ def _shuffled(table: Any, check: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     to match. The input's order would otherwise survive: records sorted by a removed
     identifier, or by anything an attacker knows, line up with the released rows, whatever
     the generalization hides (a class [23, 29] listing its ages' diagnoses in age order)."""
-    import secrets
+    import random
 
     import pyarrow as pa
 
     n = table.num_rows
     order = list(range(n))
-    for i in range(n - 1, 0, -1):  # Fisher-Yates with an unpredictable choice at each step
-        j = secrets.randbelow(i + 1)
-        order[i], order[j] = order[j], order[i]
+    random.SystemRandom().shuffle(order)  # os.urandom: unpredictable
     rows = check["kept"] if check["kept"] is not None else range(n)
     take = pa.array(order, pa.int64())
     columns = [(c.cast(pa.string()) if getattr(pa.types, "is_string_view", bool)(c.type)

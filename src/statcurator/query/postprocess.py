@@ -168,10 +168,8 @@ class NoisyAnswer:
             args = [self.point(a, g) for a in e.args]
             if any(a is None or isinstance(a, bool) for a in args):
                 return None
-            floats = [_float(a) for a in args]
-            if any(f is None for f in floats):
-                return None
-            return apply_function(e.name, floats)  # type: ignore[arg-type]
+            floats = _floats(args)
+            return None if floats is None else apply_function(e.name, floats)
         raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
 
     def _aggregates(self, e: Expr) -> tuple[Agg, ...]:
@@ -321,6 +319,16 @@ def _float(v: Any) -> float | None:
         return None
 
 
+def _floats(values: Sequence[Any]) -> list[float] | None:
+    """Every value as a double (:func:`_float`), or None when one is beyond a double's range.
+
+    >>> _floats([Fraction(1, 2), 3]), _floats([1, Fraction(10) ** 400])
+    ([0.5, 3.0], None)
+    """
+    out = [_float(v) for v in values]
+    return None if None in out else out  # type: ignore[return-value]
+
+
 def apply_function(name: str, args: Sequence[float]) -> float | None:
     """A scalar function of released values; NULL where it is undefined (``SQRT`` of a
     negative noisy variance, ``LN`` of a non-positive value), never an error.
@@ -394,10 +402,10 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         if hi < 0 or (k < 0 and lo <= 0):
             return None  # undefined, or unbounded near 0
         lo = max(lo, Fraction(0))  # a fractional power: of the interval's non-negative part
-        fk, flo, fhi = _float(k), _float(lo), _float(hi)
-        if fk is None or flo is None or fhi is None:
+        floats = _floats([lo, hi, k])
+        if floats is None:
             return None  # beyond a double's range: no interval (never an error)
-        a, b = (apply_function("power", [x, fk]) for x in (flo, fhi))
+        a, b = (apply_function("power", [x, floats[2]]) for x in floats[:2])
         if a is None or b is None:
             return None
         return (Fraction(min(a, b)), Fraction(max(a, b)))
@@ -407,11 +415,10 @@ def function_interval(name: str, parts: Sequence[Interval]) -> Interval | None:
         return (sqrt_fraction(max(lo, Fraction(0))), sqrt_fraction(hi))
     if name in ("ln", "log10") and lo <= 0:
         return None
-    floats = [_float(lo), _float(hi), *(_float(p[0]) for p in parts[1:])]  # ROUND's decimals
-    known = [x for x in floats if x is not None]
-    if len(known) < len(floats):
+    floats = _floats([lo, hi, *(p[0] for p in parts[1:])])  # and ROUND's decimals
+    if floats is None:
         return None  # beyond a double's range: no interval (never an error)
-    a, b = (apply_function(name, [x, *known[2:]]) for x in known[:2])  # increasing functions
+    a, b = (apply_function(name, [x, *floats[2:]]) for x in floats[:2])  # increasing functions
     if a is None or b is None:
         return None
     return (Fraction(a), Fraction(b))

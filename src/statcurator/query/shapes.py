@@ -15,7 +15,8 @@ Which constants are free is never assumed from the syntax: it is learnt the seco
 shape is seen. A shape is the text itself, character for character, with each number and
 string literal that DuckDB's tokenizer finds blanked (:func:`shape_of`): comments and spacing
 are part of it, so no text can hide from the key what a parser reads (the T-SQL fallback
-reads ``[--]`` as a name, where DuckDB's tokens start a comment). The text is parsed again with each constant changed (a *probe*), and a
+reads ``[--]`` as a name, where DuckDB's tokens start a comment). The text is parsed again
+with each constant changed (a *probe*), and a
 constant is free only when every probe's plan differs from the text's plan in exactly one
 place: one literal of a WHERE predicate, holding the probed value, of the same type, with the
 notes and the structure unchanged. Every other constant — in SELECT, GROUP BY, HAVING, ORDER
@@ -118,10 +119,11 @@ def shape_of(text: str) -> Shape | None:
         kind = t.token_type
         if kind is string and text[t.start] == "'" and text[t.end] == "'":
             value: Any = t.text
-        elif kind is number and _PLAIN_NUMBER.match(t.text) \
-                and (value := _number(t.text)) is not None:
-            pass
+        elif kind is number and _PLAIN_NUMBER.match(t.text):
+            value = _number(t.text)  # None: no finite value (not a constant worth a slot)
         else:
+            continue
+        if value is None:
             continue
         slots.append(Slot(t.start, t.end, value))
         key += [text[done:t.start], type(value)]
