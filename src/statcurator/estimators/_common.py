@@ -39,7 +39,7 @@ from ..core.schema import Column, TableMeta
 from ._protocol import Estimate, loss_from, relation_of
 
 __all__ = ["Statistic", "column_values", "raw_values", "clamp", "default_grid", "scaled_map",
-           "pure_or_approx", "float_down", "float_up", "silenced", "as_floats"]
+           "pure_or_approx", "float_down", "float_up", "silenced", "quietly", "as_floats"]
 
 
 def column_values(data: Any, name: str | int) -> np.ndarray:
@@ -74,6 +74,18 @@ def as_floats(values: Any) -> np.ndarray:
         except (TypeError, ValueError, OverflowError):
             out[i] = np.nan
     return out
+
+
+def quietly(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` run with warnings silenced (:func:`silenced`, streams left alone): a warning
+    raised while computing on private rows (a division by zero on one neighbour only) would
+    be released beside the charged answer."""
+
+    def run(data: Any) -> Any:
+        with silenced(streams=False):
+            return fn(data)
+
+    return run
 
 
 _SILENCED = threading.RLock()  # silenced() nests (an estimator's blocks inside its run)
@@ -235,13 +247,8 @@ class Statistic:
         meta = self._meta(meta)
         loss = self._loss(loss)
         relation = relation_of(meta)
-        fn = self._function(meta, loss, relation)
-
-        def run(table: Any) -> Any:
-            with silenced(streams=False):  # no warning may depend on the private rows
-                return fn(table)
-
-        return Measurement(relation, type(loss), run, scaled_map(loss),
+        return Measurement(relation, type(loss), quietly(self._function(meta, loss, relation)),
+                           scaled_map(loss),
                            f"{self.statistic}: {self._mechanism_name(loss)}")
 
     # -- local use ------------------------------------------------------------------------

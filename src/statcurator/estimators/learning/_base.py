@@ -22,6 +22,7 @@ from ...core.measurement import Measurement
 from ...core.measures import ZCDP, PrivacyLoss, PureDP
 from ...core.numbers import exact
 from ...core.relations import AddRemove, Relation
+from .._common import quietly
 from ._domain import row_steps
 
 __all__ = ["pure_measurement", "zcdp_measurement", "as_epsilon", "epsilon_of", "Described"]
@@ -58,7 +59,7 @@ def pure_measurement(relation: Relation, epsilon: Fraction,
     linearly over rows), read under ``relation`` (a change-one step is two rows).
     """
     eps_row = epsilon / row_steps(relation)
-    m = Measurement(AddRemove(), PureDP, _quiet(build(eps_row)), lambda d: PureDP(eps_row * d),
+    m = Measurement(AddRemove(), PureDP, quietly(build(eps_row)), lambda d: PureDP(eps_row * d),
                     name)
     return m if isinstance(relation, AddRemove) else m.under(relation)
 
@@ -75,21 +76,9 @@ def zcdp_measurement(relation: Relation, rho: Fraction,
     (ZCDP(rho=Fraction(1, 2)), Fraction(1, 8))
     """
     rho_row = rho / row_steps(relation) ** 2
-    m = Measurement(AddRemove(), ZCDP, _quiet(build(rho_row)), lambda d: ZCDP(rho_row * d * d),
+    m = Measurement(AddRemove(), ZCDP, quietly(build(rho_row)), lambda d: ZCDP(rho_row * d * d),
                     name)
     return m if isinstance(relation, AddRemove) else m.under(relation)
-
-
-def _quiet(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``fn`` run with warnings silenced: a warning raised while fitting on private rows (a
-    division by zero in one neighbour only) would be released beside the charged answer."""
-    from .._common import silenced
-
-    def run(data: Any) -> Any:
-        with silenced(streams=False):
-            return fn(data)
-
-    return run
 
 
 class Described:
