@@ -115,16 +115,22 @@ def test_rows_cut_under_an_open_ledger_stop_it_even_when_it_stores_an_answer(
     led.close()
 
 
-def test_an_answer_is_inserted_without_a_read_only_after_its_own_head(store: Store):
-    """The backends' append_after: an answer goes in only if the row before it is the
-    last row, with the hash the answer links to, and the answer's charge exists (on its
-    dataset); otherwise nothing is written. (The ledger then reads, checks and decides.)"""
+def _charged(store: Store) -> tuple[Ledger, LedgerEntry]:
+    """A ledger where alice's charge r1 awaits its answer, and that charge (the last row)."""
     led = store.open()
     led.set_dataset_budget("adult", PureDP(10))
     led.set_budget("alice", "adult", PureDP(1))
     led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
                mechanism="m")
     head = list(led.entries())[-1]
+    return led, head
+
+
+def test_an_answer_is_inserted_without_a_read_only_after_its_own_head(store: Store):
+    """The backends' append_after: an answer goes in only if the row before it is the
+    last row, equal in every column to the head it links to, and its charge exists (on its
+    dataset); otherwise nothing is written. (The ledger then reads, checks and decides.)"""
+    led, head = _charged(store)
 
     def answer(**change):
         fields = {"seq": head.seq + 1, "type": "answer", "analyst": "alice",
@@ -155,12 +161,7 @@ def test_a_head_row_edited_in_place_stops_the_answer_written_without_a_read(
     ledger object wrote, not only the hash, so nothing is written without a read, and the
     read finds the row no longer matches its hash. Control: the hash column alone is
     unchanged, so a hash-only condition would have let the answer in."""
-    led = persistent_store.open()
-    led.set_dataset_budget("adult", PureDP(10))
-    led.set_budget("alice", "adult", PureDP(1))
-    led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
-               mechanism="m")
-    head = list(led.entries())[-1]
+    led, head = _charged(persistent_store)
     persistent_store.rewrite(f"UPDATE ledger SET grant_spent = 'pure:0/1', grant_charges = 0 "
                              f"WHERE seq = {head.seq}")
     assert persistent_store.sql(f"SELECT hash FROM ledger WHERE seq = {head.seq}") \
