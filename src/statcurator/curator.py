@@ -184,7 +184,9 @@ class Curator:
             info = TableInfo.from_schema(name, meta, source.schema)
         with self._lock:
             self.catalog.tables.pop(name, None)
-            self._version += 1  # queries compiled for the table before are stale from here
+            # queries compiled for the table before are stale from here (one step for the whole
+            # registration: no query compiles while this lock is held)
+            self._version += 1
             if source is not None:
                 self.engine.register(name, source)
                 try:
@@ -195,7 +197,6 @@ class Curator:
                 _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = source
-            self._version += 1
         self._init_dataset_budget(name, total)
         return info
 
@@ -227,7 +228,6 @@ class Curator:
             _declare_types(self.engine, name, meta)
             self.catalog.tables[name] = info
             self._data[name] = None  # public: joined by DP queries, never anonymized
-            self._version += 1
         return info
 
     def unregister(self, name: str) -> None:
