@@ -797,13 +797,7 @@ class Query:
             if cur._data.get(table) is None:
                 raise DataError(f"table {table!r} was registered without data (dry runs only)",
                                 remedy="register it with its data to release answers")
-            a = cur.alpha if alpha is None else float(alpha)
-            if not 0 < a < 1:
-                raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}",
-                                            remedy="alpha=0.05 gives 95% intervals")
-            # the intervals' own rule (as_alpha), checked before the charge: a subnormal
-            # alpha used to be refused by the noise step, after the budget was spent
-            exact_probability(a, "alpha", allow_zero=False)
+            a = _checked_alpha(cur.alpha if alpha is None else float(alpha), alpha)
             bound = self.bind(epsilon, delta, weights=weights, rho=rho)
             cost = bound.check_cost()
             # Kerckhoffs: the release's certificate, and the cost derived again from it by a
@@ -895,6 +889,33 @@ class Query:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+def _checked_alpha(a: float, asked: Any) -> float:
+    """``a`` (``asked`` as a float), once it is a level the intervals accept, checked before
+    the charge: in (0, 1), and by the intervals' own rule (``as_alpha``: a subnormal alpha
+    used to be refused by the noise step, after the budget was spent).
+
+    >>> _checked_alpha(0.05, None)
+    0.05
+    >>> _checked_alpha(1.0, 1)
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.InvalidParameterError: alpha must be in (0, 1), got 1; alpha=0.05 gives 95% intervals
+    """
+    if a in _ALPHAS:  # a level accepted before (the same float: the same checks pass)
+        return a
+    if not 0 < a < 1:
+        raise InvalidParameterError(f"alpha must be in (0, 1), got {asked}",
+                                    remedy="alpha=0.05 gives 95% intervals")
+    exact_probability(a, "alpha", allow_zero=False)
+    if len(_ALPHAS) < 64:
+        _ALPHAS.add(a)
+    return a
+
+
+#: the alpha levels that passed _checked_alpha (floats; a NaN never gets here)
+_ALPHAS: set[float] = set()
+
 
 @contextlib.contextmanager
 def _abandoned_on_error(ledger: Any, analyst: str, rid: str) -> Iterator[None]:

@@ -64,15 +64,15 @@ class _OsSource:
     def bytes(self, n: int) -> bytes:
         if n > 256:
             return os.urandom(n)
-        local = self._local
+        # this thread's [buffer, position, process id]: one lookup per draw (the noise
+        # samplers draw a few bytes at a time, many times per release)
+        state = getattr(self._local, "state", None)
         pid = os.getpid()
-        buf = getattr(local, "buf", b"")
-        pos = getattr(local, "pos", 0)
-        if getattr(local, "pid", None) != pid or pos + n > len(buf):
-            buf, pos = os.urandom(self._BUFFER), 0
-            local.buf, local.pid = buf, pid
-        local.pos = pos + n
-        return buf[pos:pos + n]
+        if state is None or state[2] != pid or state[1] + n > len(state[0]):
+            state = self._local.state = [os.urandom(self._BUFFER), 0, pid]
+        pos = state[1]
+        state[1] = pos + n
+        return state[0][pos:pos + n]  # type: ignore[no-any-return]
 
 
 class _SeededSource:
@@ -139,8 +139,8 @@ def randbits(k: int) -> int:
     """
     if k <= 0:
         return 0
-    value = int.from_bytes(random_bytes((k + 7) // 8), "little")
-    return value >> (8 * ((k + 7) // 8) - k)
+    n = (k + 7) // 8
+    return int.from_bytes(_source.get().bytes(n), "little") >> (8 * n - k)
 
 
 def randbelow(n: int) -> int:
