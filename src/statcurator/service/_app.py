@@ -8,6 +8,7 @@ functions (FastAPI runs them in its thread pool): the Curator's calls block.
 
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,6 +33,7 @@ from .. import __version__
 from ..core.errors import StatcuratorError
 from ..query.sql import quiet_parser_warnings
 from ._core import CuratorService, jsonable
+from ._limits import RateLimiter, TooManyRequests
 from ._problems import PROBLEM_TYPE, TooLarge, Unauthorized, problem
 from ._store import Principal
 
@@ -151,6 +153,8 @@ def create_app(service: CuratorService) -> FastAPI:
         docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = service
     bearer = HTTPBearer(auto_error=False, description="An API token (sct_...).")
+    limits = RateLimiter(config.server.requests_per_second, config.server.burst)
+    app.state.limits = limits
 
     def principal(credentials: Annotated[HTTPAuthorizationCredentials | None,
                                          Depends(bearer)]) -> Principal:
@@ -163,6 +167,7 @@ def create_app(service: CuratorService) -> FastAPI:
             raise Unauthorized("the API token is not valid (unknown, mistyped or rotated)",
                                remedy="use your current token, or ask the curator to rotate "
                                       "it (`statcurator analysts rotate NAME`)")
+        limits.check(who.name)  # before the route runs: a refused request does nothing
         return who
 
     Who = Annotated[Principal, Depends(principal)]
@@ -175,6 +180,8 @@ def create_app(service: CuratorService) -> FastAPI:
     def _statcurator_error(request: Request, exc: StatcuratorError) -> Response:
         status, body = problem(exc, request.url.path)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, TooManyRequests):
+            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
         return JSONResponse(body, status, headers=headers, media_type=PROBLEM_TYPE)
 
     @app.exception_handler(RequestValidationError)
@@ -219,7 +226,8 @@ def create_app(service: CuratorService) -> FastAPI:
         for code, text in ((400, "Invalid parameters"), (401, "No or bad token"),
                            (403, "Forbidden or over budget"), (404, "Not found"),
                            (409, "Conflict (reused request id, answer not available)"),
-                           (413, "Body too large"), (422, "Unsupported query or bad JSON"))}
+                           (413, "Body too large"), (422, "Unsupported query or bad JSON"),
+                           (429, "Too many requests (see the Retry-After header)"))}
 
     # -- public ---------------------------------------------------------------------------
     @app.get("/healthz", tags=["service"], summary="Liveness")

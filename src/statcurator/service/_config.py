@@ -13,7 +13,7 @@ bundled Adult data with a dataset-wide budget and a grant for each new analyst.
 >>> ServiceConfig.parse({"server": {"prot": 9000}}, env={})
 Traceback (most recent call last):
 ...
-statcurator.service._config.ConfigError: unknown configuration key 'server.prot'; did you mean 'server.port'? (keys of [server]: host, port, workers, max_body_bytes, max_sql_chars, max_groups, console)
+statcurator.service._config.ConfigError: unknown configuration key 'server.prot'; did you mean 'server.port'? (keys of [server]: host, port, workers, max_body_bytes, max_sql_chars, max_groups, requests_per_second, burst, console)
 >>> ServiceConfig.parse({}, env={"STATCURATOR_SERVER__PORT": "70000"})
 Traceback (most recent call last):
 ...
@@ -63,6 +63,10 @@ class ServerConfig:
     #: the most groups one answer may have (the product of its GROUP BY key sets): a query
     #: that reads no data costs no budget, so this is what bounds its memory and time
     max_groups: int = 100_000
+    #: each identity's request rate limit (a token bucket per worker process): this many
+    #: requests per second on average, ``burst`` at once; 0 turns the limit off
+    requests_per_second: float = 50.0
+    burst: int = 100
     console: bool = True
 
 
@@ -290,6 +294,13 @@ def _check_server(s: ServerConfig, doc: Mapping[str, Any]) -> None:
         raise ConfigError(f"server.max_groups{origin('server.max_groups')} must be in "
                           f"[1, 1000000], got {s.max_groups}",
                           remedy="set server.max_groups = 100000")
+    if not 0 <= s.requests_per_second <= 1_000_000:
+        raise ConfigError(f"server.requests_per_second{origin('server.requests_per_second')} "
+                          f"must be in [0, 1000000], got {s.requests_per_second}",
+                          remedy="set server.requests_per_second = 50 (0 turns the limit off)")
+    if not 1 <= s.burst <= 1_000_000:
+        raise ConfigError(f"server.burst{origin('server.burst')} must be in [1, 1000000], got "
+                          f"{s.burst}", remedy="set server.burst = 100")
     if not s.host or any(c.isspace() for c in s.host):
         raise ConfigError(f"server.host{origin('server.host')} is not a host name or address: "
                           f"{s.host!r}", remedy='set server.host = "127.0.0.1"')

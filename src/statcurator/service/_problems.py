@@ -41,10 +41,12 @@ class TooLarge(StatcuratorError):
 def _status(e: StatcuratorError) -> tuple[int, str]:
     from ..accounting import AnswerLostError, LedgerTamperedError, NoBudgetError
     from ._core import Conflict, Forbidden, NotFound
+    from ._limits import TooManyRequests
 
     table: list[tuple[type, int, str]] = [
         (Unauthorized, 401, "Unauthorized"),
         (TooLarge, 413, "Request body too large"),
+        (TooManyRequests, 429, "Too many requests"),
         (Forbidden, 403, "Forbidden"),
         (NotFound, 404, "Not found"),
         (Conflict, 409, "Conflict"),

@@ -1,0 +1,172 @@
+"""Per-analyst rate limits (server.requests_per_second, server.burst).
+
+The attack: an analyst with a valid token floods the service with requests that cost no
+budget (dry runs, stored answers) and takes the workers from everyone else. The limit admits
+``burst`` requests at once and ``requests_per_second`` on average per identity; beyond that a
+request gets 429 before anything runs, so it charges nothing. The control runs the same flood
+with the limit off and shows every request admitted.
+
+The HTTP tests use a refill rate of 1/1000 per second, so that no request is refilled while a
+test runs (deterministic); the bucket's arithmetic over time is tested with a fake clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from statcurator.service import CuratorService, ServiceConfig
+from statcurator.service._config import ConfigError
+from statcurator.service._limits import RateLimiter
+
+from .conftest import write_config
+
+DRY = {"sql": "SELECT COUNT(*) AS n FROM adult", "epsilon": 0.1}
+
+
+# -- the bucket ------------------------------------------------------------------------------
+
+def test_a_bucket_admits_its_burst_then_the_rate() -> None:
+    clock = [100.0]
+    limits = RateLimiter(rate=4, burst=2, clock=lambda: clock[0])
+    assert [limits.admit("a") for _ in range(3)] == [0.0, 0.0, 0.25]
+    assert limits.admit("a") == 0.25  # a refused request takes nothing from the bucket
+    clock[0] += 0.25
+    assert limits.admit("a") == 0.0 and limits.admit("a") == 0.25
+    clock[0] += 3600  # a long pause refills the burst, no more
+    assert [limits.admit("a") for _ in range(3)] == [0.0, 0.0, 0.25]
+
+
+def test_identities_have_separate_buckets_and_rate_zero_is_no_limit() -> None:
+    clock = [0.0]
+    limits = RateLimiter(rate=1, burst=1, clock=lambda: clock[0])
+    assert limits.admit("alice") == 0.0 and limits.admit("alice") == 1.0
+    assert limits.admit("bob") == 0.0
+    off = RateLimiter(rate=0, burst=1)
+    assert not off.enabled and all(off.admit("alice") == 0.0 for _ in range(1000))
+
+
+def test_a_clock_that_steps_back_never_refills() -> None:
+    clock = [10.0]
+    limits = RateLimiter(rate=1, burst=1, clock=lambda: clock[0])
+    assert limits.admit("a") == 0.0
+    clock[0] = 5.0
+    assert limits.admit("a") == 1.0
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(-1, 1), (float("nan"), 1), (float("inf"), 1),
+                                             (1, 0)])
+def test_a_limiter_refuses_impossible_settings(rate: float, burst: int) -> None:
+    with pytest.raises(ValueError, match="rate >= 0 and burst >= 1"):
+        RateLimiter(rate, burst)
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+def test_the_limit_is_on_by_default() -> None:
+    server = ServiceConfig.parse({}, env={}).server
+    assert (server.requests_per_second, server.burst) == (50.0, 100)
+
+
+@pytest.mark.parametrize(("doc", "env", "message"), [
+    ({"server": {"requests_per_second": -1}}, {}, "server.requests_per_second must be in"),
+    ({"server": {"requests_per_second": "fast"}}, {}, "server.requests_per_second must be a"),
+    ({}, {"STATCURATOR_SERVER__REQUESTS_PER_SECOND": "nan"},
+     "(from STATCURATOR_SERVER__REQUESTS_PER_SECOND)"),
+    ({"server": {"burst": 0}}, {}, "server.burst must be in [1, 1000000]"),
+    ({"server": {"burst": 2.5}}, {}, "server.burst must be a whole number"),
+])
+def test_bad_limits_are_refused_with_the_key(doc: dict, env: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        ServiceConfig.parse(doc, env=env)
+    assert message in str(e.value) and e.value.remedy
+
+
+def test_an_environment_variable_turns_the_limit_off() -> None:
+    cfg = ServiceConfig.parse({}, env={"STATCURATOR_SERVER__REQUESTS_PER_SECOND": "0"})
+    assert cfg.server.requests_per_second == 0
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+
+def _client(tmp_path: Path, rate: float, burst: int) -> Iterator[tuple]:
+    from fastapi.testclient import TestClient
+
+    from statcurator.service import create_app
+
+    path = write_config(tmp_path / "curator.toml", "sqlite",
+                        server={"requests_per_second": rate, "burst": burst})
+    svc = CuratorService.from_config(ServiceConfig.load(path, env={}))
+    admin, admin_token = svc.add_analyst(None, "admin", role="admin")
+    tokens = {"admin": admin_token}
+    for name in ("alice", "bob"):
+        _, tokens[name] = svc.add_analyst(admin, name)
+    try:
+        with TestClient(create_app(svc)) as client:
+            yield client, svc, {k: {"Authorization": f"Bearer {v}"} for k, v in tokens.items()}
+    finally:
+        svc.close()
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[tuple]:
+    yield from _client(tmp_path, 0.001, 3)
+
+
+@pytest.fixture
+def unlimited(tmp_path: Path) -> Iterator[tuple]:
+    yield from _client(tmp_path, 0, 3)
+
+
+def test_a_flood_of_free_requests_is_refused_beyond_the_burst(limited) -> None:
+    client, _, h = limited
+    codes = [client.post("/v1/queries/dry-run", json=DRY, headers=h["alice"]).status_code
+             for _ in range(10)]
+    assert codes == [200] * 3 + [429] * 7
+    r = client.post("/v1/queries/dry-run", json=DRY, headers=h["alice"])
+    assert r.status_code == 429
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert int(r.headers["Retry-After"]) >= 1
+    body = r.json()
+    assert body["title"] == "Too many requests" and "charged nothing" in body["detail"]
+    assert "server.requests_per_second" in body["remedy"]
+    # another analyst is still served: the flood took only alice's bucket
+    assert client.get("/v1/budget", headers=h["bob"]).status_code == 200
+
+
+def test_the_control_without_a_limit_admits_the_whole_flood(unlimited) -> None:
+    client, _, h = unlimited
+    codes = {client.post("/v1/queries/dry-run", json=DRY, headers=h["alice"]).status_code
+             for _ in range(30)}
+    assert codes == {200}
+
+
+def test_a_refused_query_charges_nothing(limited) -> None:
+    client, svc, h = limited
+    run = {"sql": "SELECT COUNT(*) AS n FROM adult", "epsilon": 0.1}
+    assert client.post("/v1/queries", json=run, headers=h["alice"]).status_code == 200
+    for _ in range(2):
+        client.get("/v1/me", headers=h["alice"])
+    rows = svc.curator.ledger.counts()
+    spent = client.get("/v1/budget", headers=h["bob"]).json()  # bob's view is unaffected
+    r = client.post("/v1/queries", json=run, headers={**h["alice"], "Idempotency-Key": "k1"})
+    assert r.status_code == 429
+    assert svc.curator.ledger.counts() == rows
+    assert svc.curator.ledger.status("alice", "adult").charges == 1  # the first query only
+    assert client.get("/v1/budget", headers=h["bob"]).json() == spent
+
+
+def test_bad_tokens_are_refused_before_any_bucket(limited) -> None:
+    client, _, h = limited
+    bad = {"Authorization": "Bearer sct_not-a-token"}
+    assert {client.get("/v1/me", headers=bad).status_code for _ in range(20)} == {401}
+    assert client.app.state.limits._buckets == {}  # nothing was recorded for them
+    assert client.get("/v1/me", headers=h["alice"]).status_code == 200
+
+
+def test_the_schema_declares_429(limited) -> None:
+    client, _, _ = limited
+    spec = client.get("/openapi.json").json()
+    assert "429" in spec["paths"]["/v1/queries"]["post"]["responses"]
