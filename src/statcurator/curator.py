@@ -349,8 +349,6 @@ class Curator:
         >>> q[2].plan == sc.query.sql.parse_sql(q[2].text, cur.catalog)  # its own constant
         True
         """
-        from .query.sql import parse_sql
-
         version = (self._version, self.options)  # the compiler's inputs besides the text
         key = (version, text)
         query = self._cache.get(key)
@@ -367,6 +365,8 @@ class Curator:
             if plan is not None:
                 query = Query(self, plan, text, template=(template, learnt.paths))
         if query is None:
+            from .query.sql import parse_sql
+
             query = Query(self, parse_sql(text, self.catalog), text)
             if shape is not None and skey is not None and (entry is None or entry is _SEEN):
                 if len(self._shapes) > 256:
@@ -602,12 +602,12 @@ class Query:
 
     def compile(self) -> Any:
         """The compiled query (cached): engine plan and measurements, independent of ε."""
-        from .query.compiler import compile_query
-
         if self._compiled is None or self._version != self.curator._version:
             version = self.curator._version
             compiled = self._derived()
             if compiled is None:
+                from .query.compiler import compile_query
+
                 compiled = compile_query(self.plan, self.curator.catalog,
                                          options=self.curator.options, text=self.query_text)
             self._compiled, self._version, self._bound = compiled, version, {}
@@ -617,12 +617,12 @@ class Query:
         """The compiled form of this query made from its template's (Curator.sql): the
         template's, with this query's plan (its WHERE constants) and text; None when there
         is no template or it does not compile (this query then compiles, or fails, alone)."""
-        from .core.errors import StatcuratorError
-
         t = self._template
         self._derived_from = None
         if t is None:
             return None
+        from .core.errors import StatcuratorError
+
         try:
             tc = t.compile()
         except StatcuratorError:
@@ -642,8 +642,6 @@ class Query:
         """The compiled query with its mechanisms for this ε (and δ), or for ρ (zCDP:
         Gaussian noise). A query asked again at the same budget reuses its bound form (the
         mechanisms are stateless: every release draws fresh noise from the OS CSPRNG)."""
-        from .query.binding import BoundQuery
-
         compiled = self.compile()
         key = _bound_key(epsilon, delta, rho, weights)
         bound = self._bound.get(key) if key is not None else None
@@ -654,21 +652,23 @@ class Query:
             known = t._bound.get(key)
             if known is not None and known.compiled is self._derived_from \
                     and known.certificate is not None:
-                bound = known.derived(compiled)
-                self._keep(bound, epsilon, delta, rho, weights)
+                # (the plan's SQL, rendered once for its certificate and its provenance)
+                bound = known.derived(compiled, plan_sql=self._plan_sql)
+                self._keep(bound, key)
         if bound is None:
+            from .query.binding import BoundQuery
+
             bound = BoundQuery(compiled, epsilon, delta, weights, rho=rho)
         return bound
 
-    def _keep(self, bound: BoundQuery, epsilon: Any, delta: Any, rho: Any,
-              weights: Mapping[str, Any] | None) -> None:
-        """Remember a bound query that passed its cost checks, for the next release."""
-        key = _bound_key(epsilon, delta, rho, weights)
-        if key is None or key in self._bound or bound.compiled is not self._compiled:
+    def _keep(self, bound: BoundQuery, key: Any) -> None:
+        """Remember a bound query that passed its cost checks, for the next release, under
+        the key of its budget (:func:`_bound_key`)."""
+        if key is None or bound.compiled is not self._compiled:
             return
-        if len(self._bound) >= 16:
+        if len(self._bound) >= 16 and key not in self._bound:
             self._bound.pop(next(iter(self._bound)))
-        self._bound[key] = bound
+        self._bound.setdefault(key, bound)  # (one bound query per budget: the first kept)
 
     # -- dry runs -----------------------------------------------------------------------
     def cost(self, epsilon: Any = None, delta: Any = None, *,
@@ -802,13 +802,13 @@ class Query:
             cost = bound.check_cost()
             # Kerckhoffs: the release's certificate, and the cost derived again from it by a
             # second, independent analysis; a compiler that under-charges is refused here
-            from .query.certificate import certify
-
             cached = bound.certificate  # certified on the bound query's first release
             if cached is None:
+                from .query.certificate import certify
+
                 cached = certify(bound, cur.catalog.table_info(table).meta, cur.catalog)
                 bound.certificate = cached
-                self._keep(bound, epsilon, delta, rho, weights)
+                self._keep(bound, _bound_key(epsilon, delta, rho, weights))
             cert = dict(cached)
             rid = request_id if request_id is not None else uuid.uuid4().hex
             if cq.measures_nothing:  # the declared key set: public, nothing to charge

@@ -176,6 +176,10 @@ class Ledger:
         #: rows whose hash was checked (or that this object sealed), by position: a row read
         #: again unchanged is not hashed again (a changed one is: it no longer equals this)
         self._checked: dict[int, LedgerEntry] = {}
+        #: the budgets after each charge row this object wrote, by position: a grant's or a
+        #: dataset's state read back as that row, unchanged, is these (already checked by
+        #: the debit that wrote them) instead of its totals' text parsed and checked again
+        self._budgets_after: dict[int, tuple[LedgerEntry, _Budget, _Budget]] = {}
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         try:
             self._opened = self._open(anchor)
@@ -378,8 +382,8 @@ class Ledger:
         request_id = check_name(request_id, "request_id")
         query, mechanism = _text(query, "query"), _text(mechanism, "mechanism")
         loss = validate_loss(cost)
-        stored = encode(loss)
-        cost_fields = dict(zip(("kind", "epsilon", "delta", "rho"), stored, strict=True))
+        stored = kind, epsilon, delta, rho = encode(loss)
+        after: list[_Budget] = []  # the grant and the dataset-wide budget after the charge
 
         def build(st: dict[str, LedgerEntry]) -> dict[str, Any] | Charge:
             prior = st.get("charge")
@@ -388,19 +392,23 @@ class Ledger:
                 return _to_charge(prior, replayed=True, answered="answer" in st)
             data = self._budget("dataset", st.get("dataset"), analyst, dataset)
             grant = self._budget("grant", st.get("grant"), analyst, dataset)
-            g_total, g_spent, g_count = grant.debit(loss)
-            d_total, d_spent, d_count = data.debit(loss)
+            grant, data = grant.debit(loss), data.debit(loss)  # the grant's refusal first
+            after[:] = grant, data
             return {"type": "charge", "analyst": analyst, "dataset": dataset,
-                    "request_id": request_id, **cost_fields, "query": query,
-                    "mechanism": mechanism, "grant_total": g_total, "grant_spent": g_spent,
-                    "grant_charges": g_count, "dataset_total": d_total,
-                    "dataset_spent": d_spent, "dataset_charges": d_count}
+                    "request_id": request_id, "kind": kind, "epsilon": epsilon,
+                    "delta": delta, "rho": rho, "query": query, "mechanism": mechanism,
+                    "grant_total": grant.total_text, "grant_spent": grant.spent_text,
+                    "grant_charges": grant.count, "dataset_total": data.total_text,
+                    "dataset_spent": data.spent_text, "dataset_charges": data.count}
 
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
             self._lock.settle()
             outcome = self._write(analyst, dataset, request_id, build, alongside)
             if isinstance(outcome, Charge):
                 return outcome
+            if len(self._budgets_after) >= 4096:
+                self._budgets_after.clear()
+            self._budgets_after[outcome.seq] = (outcome, *after)
             self._pending[(analyst, request_id)] = dataset
         return Charge(request_id, analyst, dataset, loss, query, mechanism,
                       datetime.fromisoformat(outcome.at), outcome.seq)
@@ -717,7 +725,8 @@ class Ledger:
                                      f"{0 if head is None else head.seq}")
             self._seen = head.seq
             for row in st.values():
-                if self._checked.get(row.seq) == row:
+                known = self._checked.get(row.seq)
+                if known is row or known == row:
                     continue
                 if _digest_of_stored(row, self._key) != row.hash:
                     raise self._tampered(row.seq, "its content does not match its hash")
@@ -840,6 +849,10 @@ class Ledger:
     def _budget(self, scope: str, row: LedgerEntry | None, analyst: str | None,
                 dataset: str) -> _Budget:
         """The budget a state row holds (after that row); :class:`NoBudgetError` if none."""
+        if row is not None:
+            known = self._budgets_after.get(row.seq)
+            if known is not None and (known[0] is row or known[0] == row):
+                return known[1] if scope == "grant" else known[2]
         if scope == "grant":
             label = f"analyst {analyst!r} on dataset {dataset!r}"
             if row is None:
@@ -865,7 +878,7 @@ class Ledger:
             raise self._tampered(row.seq, "its running totals are malformed")
         if any(s > t for s, t in zip(used[1], limit, strict=True)):
             raise self._tampered(row.seq, f"it records more spent by {label} than its total")
-        return _Budget(kind, limit, used[1], count, label, str(total))
+        return _Budget(kind, limit, used[1], count, label, str(total), str(spent))
 
 
     def _set_total(self, scope: str, analyst: str | None, dataset: str,
@@ -890,7 +903,7 @@ class Ledger:
                     f"the new total {describe(kind, limit)} is below what {label} has "
                     f"already spent ({shown})",
                     remedy=f"set a total of at least {shown}: spent budget is never refunded")
-            result[:] = [_Budget(kind, limit, spent, count, label, "").status()]
+            result[:] = [_Budget(kind, limit, spent, count, label, "", "").status()]
             if prior is not None and _field(prior, scope, "total") == pack(kind, limit):
                 return None  # unchanged: nothing to record
             return {"type": "grant" if scope == "grant" else "dataset_budget",
@@ -927,7 +940,8 @@ class Ledger:
 
 @dataclass(frozen=True, slots=True)
 class _Budget:
-    """One budget as a state row holds it, in its own currency (exact)."""
+    """One budget as a state row holds it, in its own currency (exact), with the stored
+    text of its total and of its spent amount."""
 
     kind: str
     total: tuple[Fraction, ...]
@@ -935,6 +949,7 @@ class _Budget:
     count: int
     label: str
     total_text: str
+    spent_text: str
 
     def status(self) -> BudgetStatus:
         remaining = tuple(t - s for t, s in zip(self.total, self.spent, strict=True))
@@ -944,20 +959,21 @@ class _Budget:
     def _after(self, loss: PrivacyLoss) -> tuple[Fraction, ...]:
         # Same currency (the common case): the loss's own parameters, no conversion.
         price = components(loss) if kind_of(loss) == self.kind else convert(loss, self.kind)
-        return tuple(s + p for s, p in zip(self.spent, price, strict=True))
+        return tuple([s + p for s, p in zip(self.spent, price, strict=True)])
 
     def fits(self, loss: PrivacyLoss) -> bool:
         return all(n <= t for n, t in zip(self._after(loss), self.total, strict=True))
 
-    def debit(self, loss: PrivacyLoss) -> tuple[str, str, int]:
-        """The stored totals after spending ``loss`` (already validated), or
+    def debit(self, loss: PrivacyLoss) -> _Budget:
+        """The budget after spending ``loss`` (already validated), or
         :class:`~statcurator.core.errors.BudgetExceededError` when it does not fit."""
         new = self._after(loss)
         if any(n > t for n, t in zip(new, self.total, strict=True)):
             acc = Accountant._restore(make(self.kind, self.total), self.spent, self.count,
                                       label=self.label)
             acc.spend(loss)  # raises, with the message and remedy of an Accountant
-        return self.total_text, pack(self.kind, new), self.count + 1
+        return _Budget(self.kind, self.total, new, self.count + 1, self.label,
+                       self.total_text, pack(self.kind, new))
 
 
 class _LedgerLock:

@@ -40,6 +40,8 @@ KINDS: dict[str, type[PrivacyLoss]] = {"pure": PureDP, "approx": ApproxDP, "zcdp
 _FIELDS: dict[str, tuple[str, ...]] = {"pure": ("epsilon",), "approx": ("epsilon", "delta"),
                                        "zcdp": ("rho",)}
 _NAMES = {"pure": "a pure ε-DP", "approx": "an (ε, δ)-DP", "zcdp": "a ρ-zCDP"}
+#: The columns a loss is stored in, in order.
+_STORED = ("epsilon", "delta", "rho")
 
 
 def kind_of(loss: PrivacyLoss) -> str:
@@ -62,7 +64,7 @@ def components(loss: PrivacyLoss) -> tuple[Fraction, ...]:
     >>> components(ApproxDP(1, 0.5))
     (Fraction(1, 1), Fraction(1, 2))
     """
-    return tuple(getattr(loss, f) for f in _FIELDS[kind_of(loss)])
+    return tuple([getattr(loss, f) for f in _FIELDS[kind_of(loss)]])
 
 
 def make(kind: str, values: tuple[Fraction, ...]) -> PrivacyLoss:
@@ -110,10 +112,9 @@ def validate_loss(value: object, what: str = "cost") -> PrivacyLoss:
     statcurator.core.errors.InvalidParameterError: epsilon must be a number, got the string '0.5'; pass a positive finite value such as epsilon=1
     """
     if isinstance(value, PrivacyLoss):
-        kind = kind_of(value)
         # Rebuild through the validating constructor: a loss value that was tampered with
         # (object.__setattr__ on a frozen dataclass, a float smuggled in) is caught here.
-        loss = KINDS[kind](*(getattr(value, f) for f in _FIELDS[kind]))
+        loss = KINDS[kind_of(value)](*components(value))
     elif isinstance(value, numbers.Real | Decimal | str) and not isinstance(value, bool):
         loss = PureDP(exact(value, "epsilon"))
     else:
@@ -182,9 +183,9 @@ def encode(loss: PrivacyLoss) -> tuple[str, str | None, str | None, str | None]:
     ('pure', '1/10', None, None)
     """
     kind = kind_of(loss)
-    values = dict(zip(_FIELDS[kind], components(loss), strict=True))
-    return (kind, *(rational_text(values[f]) if f in values else None
-                    for f in ("epsilon", "delta", "rho")))  # type: ignore[return-value]
+    fields = _FIELDS[kind]
+    return (kind, *[rational_text(getattr(loss, f)) if f in fields else None
+                    for f in _STORED])  # type: ignore[return-value]
 
 
 def decode(kind: str, epsilon: str | None, delta: str | None, rho: str | None) -> PrivacyLoss:
@@ -206,7 +207,7 @@ def pack(kind: str, values: tuple[Fraction, ...]) -> str:
     >>> pack("approx", (Fraction(1, 2), Fraction(1, 10**6)))
     'approx:1/2,1/1000000'
     """
-    return f"{kind}:" + ",".join(rational_text(v) for v in values)
+    return f"{kind}:" + ",".join([rational_text(v) for v in values])
 
 
 def unpack(text: object) -> tuple[str, tuple[Fraction, ...]]:

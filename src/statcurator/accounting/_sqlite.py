@@ -288,8 +288,14 @@ class SQLiteBackend(LedgerBackend):
 
     def state(self, analyst: str | None, dataset: str | None,
               request_id: str | None) -> dict[str, LedgerEntry]:
-        return {str(tag): LedgerEntry(*row)  # type: ignore[arg-type]
-                for tag, *row in self._rows(_STATE, (analyst, dataset, request_id))}
+        found: dict[str, LedgerEntry] = {}
+        last: tuple[list[object], LedgerEntry] | None = None
+        for tag, *row in self._rows(_STATE, (analyst, dataset, request_id)):
+            # a charge is usually both the grant's and the dataset's latest row: one entry
+            if last is None or row != last[0]:
+                last = row, LedgerEntry(*row)  # type: ignore[arg-type]
+            found[str(tag)] = last[1]
+        return found
 
     @property
     def overlaps_appends(self) -> bool:  # type: ignore[override]

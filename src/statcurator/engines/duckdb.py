@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import EngineError
 from ..query.relational import EnginePlan, ExactResult
 from .base import TableSource, result_from_rows
-from .sqlgen import plan_sql, plan_template, quote
+from .sqlgen import _check_salt, plan_sql, plan_template, quote
 
 if TYPE_CHECKING:
     from ..core.schema import TableMeta
@@ -287,8 +287,7 @@ class DuckDBEngine:
 
     def execute(self, plan: EnginePlan, *, salt: str) -> ExactResult:
         main, hists, salted = plan_template(plan)
-        if not salt or not all(c in "0123456789abcdef" for c in salt):
-            raise ValueError("the salt must be lowercase hexadecimal")
+        _check_salt(salt)
         try:
             with self._lock:
                 rows, *hist_rows = [self._run(s, salt if salted else None)

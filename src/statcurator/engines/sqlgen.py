@@ -83,7 +83,7 @@ from ..query.expr import (
 )
 from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, Quantized
-from ..query.shapes import put_at, value_at
+from ..query.shapes import put_at, same_but, value_at
 
 __all__ = ["expr_sql", "plan_sql", "plan_template", "plan_statements", "render", "to_spark",
            "quote", "encoded", "quantized_sql", "clear_cache", "NULL_CODE"]
@@ -564,6 +564,7 @@ def render(tree: exp.Expression, dialect: str = "duckdb") -> str:
 #: the text is generated once per plan with this random token in the salt's place and the
 #: token is replaced (a 128-bit random hex string: no user literal contains it by chance).
 _SALT_TOKEN = secrets.token_hex(16)
+_QUOTED_SALT = f"'{_SALT_TOKEN}'"  # the token as the string literal the salt is
 
 
 @functools.lru_cache(maxsize=1024)
@@ -610,10 +611,7 @@ def link(plan: EnginePlan, base: EnginePlan, paths: tuple[tuple[Any, ...], ...])
     is used only if joining the base's own constants gives back the base's SQL exactly, and
     ``plan`` must equal the base with its constants put in place (else ValueError).
     """
-    rel = base.relation
-    for path in paths:
-        rel = put_at(rel, path, value_at(plan.relation, path))
-    if rel != plan.relation or plan != dataclasses.replace(base, relation=rel):
+    if not same_but(base, plan, paths, within="relation"):
         raise ValueError("link(): the plan is not its base with other constants")
     if len(_LINKS) >= 1024:
         _LINKS.clear()
@@ -707,15 +705,18 @@ def _literal_text(value: Any, dialect: str) -> str:
 
 
 def _check_salt(salt: str) -> None:
-    if not salt or not all(c in "0123456789abcdef" for c in salt):
+    if not salt or _HEX.fullmatch(salt) is None:
         raise ValueError("the salt must be lowercase hexadecimal")
+
+
+_HEX = re.compile("[0-9a-f]+")
 
 
 def plan_sql(plan: EnginePlan, salt: str, names: dict[str, str] | None = None,
              dialect: str = "duckdb") -> tuple[str, list[str]]:
     """The main statement and one statement per histogram, as SQL text in ``dialect``."""
     _check_salt(salt)
-    main, hists = _texts(plan, tuple(sorted((names or {}).items())), dialect)
+    main, hists = _texts(plan, _names_key(names), dialect)
     return main.replace(_SALT_TOKEN, salt), [h.replace(_SALT_TOKEN, salt) for h in hists]
 
 
@@ -731,10 +732,15 @@ def plan_template(plan: EnginePlan, names: dict[str, str] | None = None,
     >>> salted, main
     (False, 'SELECT COUNT(*) AS t_ FROM (SELECT 1 AS __one FROM "t" AS "t") AS __sc_src')
     """
-    main, hists = _texts(plan, tuple(sorted((names or {}).items())), dialect)
-    quoted = f"'{_SALT_TOKEN}'"
+    main, hists = _texts(plan, _names_key(names), dialect)
     salted = _SALT_TOKEN in main or any(_SALT_TOKEN in h for h in hists)
-    return main.replace(quoted, marker), [h.replace(quoted, marker) for h in hists], salted
+    return (main.replace(_QUOTED_SALT, marker), [h.replace(_QUOTED_SALT, marker) for h in hists],
+            salted)
+
+
+def _names_key(names: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """The engine's table names as a key of the generated SQL."""
+    return tuple(sorted(names.items())) if names else ()
 
 
 def to_spark(sql: str) -> str:

@@ -135,6 +135,21 @@ def _frac(x: Any) -> Fraction:
     return x if isinstance(x, Fraction) else Fraction(x)
 
 
+def _exact(x: Any) -> tuple[int, int]:
+    """``x`` (as :func:`_frac` reads it) as a numerator and a positive denominator."""
+    if type(x) is int:
+        return x, 1
+    f = _frac(x)
+    return f.numerator, f.denominator
+
+
+def _around(x: Any, h: Any) -> tuple[int, int, int]:
+    """The numerators of ``x - h`` and ``x + h`` over one positive denominator, and it."""
+    xn, xd = _exact(x)
+    hn, hd = _exact(h)
+    return xn * hd - hn * xd, xn * hd + hn * xd, xd * hd
+
+
 def _clamp(x: Fraction, lo: Fraction, hi: Fraction) -> Fraction:
     return min(max(x, lo), hi)
 
@@ -362,32 +377,49 @@ class Mean(Atom):
         return q.lq * q.scale, q.uq * q.scale
 
     @functools.cached_property
-    def _mid(self) -> Fraction:
-        """The midpoint of the bounds, about which the sum is centred."""
+    def _centre(self) -> tuple[int, int, int, int]:
+        """The midpoint of the bounds, about which the sum is centred, and the half-range,
+        each as a numerator and a denominator."""
         lo, hi = self._range
-        return (lo + hi) / 2
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        return mid.numerator, mid.denominator, half.numerator, half.denominator
+
+    def _centred(self, num: int, den: int) -> Fraction:
+        """The midpoint plus ``num/den`` (``den > 0``), clamped to the bounds: the exact value
+        Fraction arithmetic gives, from a few operations on integers (the ratio compared with
+        the half-range by cross-multiplying) instead of as many on Fractions."""
+        lo, hi = self._range
+        mid_n, mid_d, half_n, half_d = self._centre
+        if num * half_d <= -half_n * den:
+            return lo
+        if num * half_d >= half_n * den:
+            return hi
+        return Fraction(mid_n * den + num * mid_d, mid_d * den)
 
     def point(self, v: Sequence[Any]) -> Any:
-        lo, hi = self._range
-        if self.fixed_rows:
-            return _clamp(self._mid + _frac(v[0]) / self.fixed_rows, lo, hi)
-        n = max(_frac(v[0]), Fraction(1))
-        return _clamp(self._mid + _frac(v[1]) / n, lo, hi)
+        if self.fixed_rows:  # midpoint + sum/n for the declared n
+            s, sd = _exact(v[0])
+            return self._centred(s, sd * self.fixed_rows)
+        n, nd = _exact(v[0])
+        s, sd = _exact(v[1])
+        if n < nd:  # a noisy count below 1 counts as 1
+            n = nd = 1
+        return self._centred(s * nd, sd * n)
 
     def interval(self, v: Sequence[Any], hs: Sequence[Fraction]) -> Interval | None:
-        lo, hi = self._range
-        if self.fixed_rows:
-            c = self._mid + _frac(v[0]) / self.fixed_rows
-            d = hs[0] / self.fixed_rows
-            return (_clamp(c - d, lo, hi), _clamp(c + d, lo, hi))
-        x = [_frac(a) for a in v]
-        n_iv = (x[0] - hs[0], x[0] + hs[0])
-        if n_iv[0] <= 0:
+        if self.fixed_rows:  # midpoint + (sum ∓ h)/n for the declared n
+            s_lo, s_hi, sd = _around(v[0], hs[0])
+            return (self._centred(s_lo, sd * self.fixed_rows),
+                    self._centred(s_hi, sd * self.fixed_rows))
+        n_lo, n_hi, nd = _around(v[0], hs[0])
+        s_lo, s_hi, sd = _around(v[1], hs[1])
+        if n_lo <= 0:
+            lo, hi = self._range
             return (lo, hi)
-        ratio = iv_div((x[1] - hs[1], x[1] + hs[1]), n_iv)
-        assert ratio is not None
-        mid = self._mid
-        return (_clamp(mid + ratio[0], lo, hi), _clamp(mid + ratio[1], lo, hi))
+        # the quotient of the two intervals (iv_div, by a positive one): each end of the sum
+        # over the end of the count that takes it furthest; (s/sd) / (n/nd) = s·nd / (sd·n)
+        return (self._centred(s_lo * nd, sd * (n_hi if s_lo >= 0 else n_lo)),
+                self._centred(s_hi * nd, sd * (n_lo if s_hi >= 0 else n_hi)))
 
     def halfwidth(self, hs: Sequence[float], rows: int | None) -> float | None:
         if not rows:

@@ -33,8 +33,6 @@ PureDP(epsilon=Fraction(2, 1))
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import functools
 import itertools
 import math
@@ -58,6 +56,7 @@ from .aggregates import Measure, MeasureRole, Quantile
 from .compiler import CompiledQuery, weigh
 from .postprocess import NoisyAnswer
 from .relational import ExactResult
+from .shapes import same_but
 
 __all__ = ["BoundQuery", "MeasureInfo"]
 
@@ -143,12 +142,13 @@ class BoundQuery:
         #: the release certificate with its re-check (the curator sets it on first release)
         self.certificate: dict[str, Any] | None = None
 
-    def derived(self, compiled: CompiledQuery) -> BoundQuery:
+    def derived(self, compiled: CompiledQuery, plan_sql: str | None = None) -> BoundQuery:
         """This bound query for ``compiled``, a query of the same shape that differs only in
         constants of its WHERE clause (:mod:`~statcurator.query.shapes`, whose ``check``
         guards that): the same measures, hence the same mechanisms, cost and certificate
-        (with the other query's text). ``compiled`` must measure exactly what this query's
-        compiled form measures (it is derived from it): otherwise this refuses, with
+        (with the other query's text, and ``plan_sql``, its plan's ``sql()`` when the caller
+        has it). ``compiled`` must measure exactly what this query's compiled form measures
+        (it is derived from it): otherwise this refuses, with
         :class:`PrivacyAccountingError`."""
         mine = self.compiled
         if (compiled.measures != mine.measures or compiled.atoms != mine.atoms
@@ -156,23 +156,26 @@ class BoundQuery:
                 or compiled.key_sets != mine.key_sets or compiled.selection != mine.selection
                 or compiled.stability != mine.stability or compiled.policy != mine.policy
                 or compiled.notes != mine.notes
-                or compiled.engine_plan != dataclasses.replace(
-                    mine.engine_plan, relation=compiled.engine_plan.relation)):
+                # the engine plan is mine but for its relation (whose constants check guards)
+                or not same_but(mine.engine_plan, compiled.engine_plan, (("relation",),))):
             raise PrivacyAccountingError(
                 "a query of a known shape was compiled to other measurements than its shape",
                 remedy="this is a defect of statcurator: nothing was charged or released; "
                        "report the two queries")
-        new = copy.copy(self)
+        new = object.__new__(type(self))  # a shallow copy (copy.copy's, without its dispatch)
+        new.__dict__.update(self.__dict__)
         new.compiled = compiled
+        if plan_sql is None:
+            plan_sql = compiled.plan.sql()
         # the same privacy map (the same chains, composed); the function is new.noise, which
         # reads new.compiled, and the name is the other query's text
         m = self.measurement
         new.measurement = Measurement(
             m.input_space, m.output_measure, new.noise, m.privacy_map,
-            name=(compiled.text or compiled.plan.sql()) if self.measures else m.name)
+            name=(compiled.text or plan_sql) if self.measures else m.name)
         if self.certificate is not None:
-            new.certificate = {**self.certificate, "query": compiled.text or compiled.plan.sql(),
-                               "plan": compiled.plan.sql()}
+            new.certificate = {**self.certificate, "query": compiled.text or plan_sql,
+                               "plan": plan_sql}
         return new
 
     # -- mechanisms ---------------------------------------------------------------------
@@ -291,11 +294,11 @@ class BoundQuery:
         asked for: the same kind of loss, and within it (equal for ε; ρ can be a hair less,
         where a quantile's ε = √(2ρ_i) is rounded down). Otherwise the release refuses to
         run: a difference is a defect. Checked once per bound query (its parts are fixed)."""
-        from ..core.measures import kind_of
-
         checked = self.__dict__.get("_checked_cost")
         if checked is not None:
             return checked  # type: ignore[no-any-return]
+        from ..core.measures import kind_of
+
         cost, asked = self.cost, self.requested()
         if kind_of(cost) != kind_of(asked) or not cost.fits(asked) \
                 or (not self.zcdp and cost != asked):
@@ -334,10 +337,15 @@ class BoundQuery:
         return "\n".join(lines)
 
     def mechanism_summary(self) -> str:
-        """One line naming every measurement's mechanism and share (for the ledger)."""
-        return "; ".join(f"{i.label}: {i.mechanism} "
-                         + (f"ρ={i.rho}" if i.rho is not None else f"ε={i.epsilon}")
-                         for i in self.infos) or "public keys only"
+        """One line naming every measurement's mechanism and share (for the ledger; written
+        once per bound query, whose mechanisms are fixed)."""
+        summary = self.__dict__.get("_summary")
+        if summary is None:
+            summary = self.__dict__["_summary"] = "; ".join(
+                f"{i.label}: {i.mechanism} "
+                + (f"ρ={i.rho}" if i.rho is not None else f"ε={i.epsilon}")
+                for i in self.infos) or "public keys only"
+        return summary
 
     # -- accuracy -------------------------------------------------------------------------
     def halfwidth(self, i: int, alpha: float) -> float:

@@ -13,9 +13,11 @@ error, shown by ``accuracy``); their ``_low``/``_high`` are NULL.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 from .aggregates import AggregateKind, Atom, Interval, iv_div, iv_mul, sqrt_fraction
@@ -39,6 +41,14 @@ from .expr import (
 from .plan import QueryPlan
 
 __all__ = ["NoisyAnswer", "iv_add", "iv_sub"]
+
+
+#: id(expression) -> (the expression, its aggregates), shared by every answer: a compiled
+#: query keeps its plan's expressions from one release to the next, and an expression is
+#: immutable, so its aggregates are found once; an entry holds its expression, so that id is
+#: no other's while the entry lives (cleared when full)
+_AGGREGATES: dict[int, tuple[Expr, tuple[Agg, ...]]] = {}
+_MAX_AGGREGATES = 4096
 
 
 def iv_add(a: Interval, b: Interval) -> Interval:
@@ -73,8 +83,6 @@ class NoisyAnswer:
         self.atom_index = {a.agg: a for a in atoms}
         self._halfwidth = halfwidth
         self._h: dict[tuple[int, float], Fraction] = {}
-        #: id(expression) -> (it, its aggregates): asked once, not once per group
-        self._aggs: dict[int, tuple[Expr, tuple[Agg, ...]]] = {}
         #: post-processing: counts (and their intervals) clamped at 0
         self.nonnegative = False
 
@@ -172,14 +180,18 @@ class NoisyAnswer:
             return None if floats is None else apply_function(e.name, floats)
         raise TypeError(f"cannot post-process {e.sql()}")  # pragma: no cover
 
-    def _aggregates(self, e: Expr) -> tuple[Agg, ...]:
-        hit = self._aggs.get(id(e))
+    def aggregates(self, e: Expr) -> tuple[Agg, ...]:
+        """The aggregates of ``e`` (:meth:`Expr.aggregates`), asked once per expression, not
+        once per group or per release."""
+        hit = _AGGREGATES.get(id(e))
         if hit is None or hit[0] is not e:
-            hit = self._aggs[id(e)] = (e, e.aggregates())
+            if len(_AGGREGATES) >= _MAX_AGGREGATES:
+                _AGGREGATES.clear()
+            hit = _AGGREGATES[id(e)] = (e, e.aggregates())
         return hit[1]
 
     def interval(self, e: Expr, g: int, alpha: float) -> Interval | None:
-        aggs = self._aggregates(e)
+        aggs = self.aggregates(e)
         if not aggs:
             return None
         if isinstance(e, Agg):
@@ -217,44 +229,53 @@ class NoisyAnswer:
     # -- the table --------------------------------------------------------------------
     def rows(self) -> tuple[list[str], list[list[Any]], list[bool]]:
         """Column names, rows, and which outputs are noisy (they get ``_low``/``_high``)."""
-        names, columns, noisy = self.columns()
+        names, columns, noisy, _ = self.columns()
         return names, transpose(columns), noisy
 
-    def columns(self) -> tuple[list[str], list[list[Any]], list[bool]]:
-        """Column names, the table column by column, and which outputs are noisy."""
+    def columns(self) -> tuple[list[str], list[list[Any]], list[bool], list[set[type] | None]]:
+        """Column names, the table column by column, which outputs are noisy, and the types
+        of each column's values where they are known as it is built (None: not known)."""
         plan = self.plan
         outputs = plan.outputs
-        noisy = [bool(self._aggregates(o.expr)) for o in outputs]
-        groups = list(range(len(self.keys)))
+        noisy = [bool(self.aggregates(o.expr)) for o in outputs]
+        # the groups released, in order: a range until HAVING or ORDER BY makes it a list
+        groups: Sequence[int] = range(len(self.keys))
         if plan.having is not None:
             groups = [g for g in groups if self.point(plan.having, g) is True]
         for k in reversed(plan.order_by):
             def sort_key(g: int, e: Expr = k.expr) -> Any:
                 return _order_key(self.point(e, g))
 
-            groups.sort(key=sort_key, reverse=k.descending)
+            groups = sorted(groups, key=sort_key, reverse=k.descending)
             # NULLs last whatever the direction
             nulls = [g for g in groups if self.point(k.expr, g) is None]
             groups = [g for g in groups if self.point(k.expr, g) is not None] + nulls
         stop = None if plan.limit is None else plan.offset + plan.limit
         groups = groups[plan.offset:stop]
+        every = isinstance(groups, range) and len(groups) == len(self.keys)  # 0, 1, 2, ...
         names: list[str] = []
         for o, n in zip(outputs, noisy, strict=True):
             names.append(o.name)
             if n:
                 names += [f"{o.name}_low", f"{o.name}_high"]
         columns: list[list[Any]] = []
+        found: list[set[type] | None] = []
         for o, n in zip(outputs, noisy, strict=True):
-            columns += self._column(o.expr, n, groups)
-        return names, columns, noisy
+            cols, types = self._column(o.expr, n, groups, every)
+            columns += cols
+            found += types
+        return names, columns, noisy, found
 
-    def _column(self, e: Expr, noisy: bool, groups: list[int]) -> list[list[Any]]:
+    def _column(self, e: Expr, noisy: bool, groups: Sequence[int],
+                every: bool) -> tuple[list[list[Any]], list[set[type] | None]]:
         """The columns ``[values]`` or ``[values, lows, highs]`` of one output, for every
-        group."""
+        group (``every``: the groups are all the answer's, in order), and the types of their
+        values where known."""
         if isinstance(e, KeyRef):
             i = self.key_index[e.name]
             keys = self.keys
-            return [[keys[g][i] for g in groups]]
+            return [list(map(itemgetter(i), keys)) if every else
+                    [keys[g][i] for g in groups]], [None]
         if isinstance(e, Agg):
             atom = self.atom_index[e]
             if (atom.kind in (AggregateKind.COUNT, AggregateKind.COUNT_DISTINCT,
@@ -263,25 +284,31 @@ class NoisyAnswer:
                 (m,) = atom.measures
                 h = float(self.h(m, self.alpha))
                 vals = self.values[m]
-                picked = list(vals) if len(groups) == len(vals) and _in_order(groups) else [
-                    vals[g] for g in groups]
+                picked = list(vals) if every else [vals[g] for g in groups]
                 points = list(map(float, picked))
-                if not all(type(v) is int for v in picked):
+                found: set[type] | None = set(map(type, picked))
+                if found and found != {int}:
                     picked = [v if type(v) is int else _out(v) for v in picked]
-                return [picked, [p - h for p in points], [p + h for p in points]]
+                    found = None
+                bounds: set[type] = {float} if points else set()  # a double ± a double
+                return [picked, [p - h for p in points], [p + h for p in points]], [
+                    found, bounds, bounds]
+            # one aggregate: its value and interval straight from its atom (as point and
+            # interval find them), not looked up again for each group
+            point: Callable[[int], Any] = functools.partial(self.atom_point, atom)
+            interval: Callable[[int], Interval | None] = functools.partial(
+                self.atom_interval, atom, alpha=self.alpha)
+        else:
+            point = functools.partial(self.point, e)
+            interval = functools.partial(self.interval, e, alpha=self.alpha)
         values, lows, highs = [], [], []
         for g in groups:
-            values.append(_out(self.point(e, g)))
+            values.append(_out(point(g)))
             if noisy:
-                iv = self.interval(e, g, self.alpha)
+                iv = interval(g)
                 lows.append(None if iv is None else _float(iv[0]))
                 highs.append(None if iv is None else _float(iv[1]))
-        return [values, lows, highs] if noisy else [values]
-
-
-def _in_order(groups: list[int]) -> bool:
-    """Whether ``groups`` is 0, 1, 2, ... (every group, unsorted, unfiltered)."""
-    return groups == list(range(len(groups)))
+        return ([values, lows, highs], [None] * 3) if noisy else ([values], [None])
 
 
 def transpose(columns: list[list[Any]]) -> list[list[Any]]:

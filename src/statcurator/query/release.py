@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core.measures import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from .postprocess import transpose
 
 if TYPE_CHECKING:
     from .binding import BoundQuery
@@ -96,23 +97,16 @@ class Release:
     def build(cls, bound: BoundQuery, noisy: NoisyAnswer,
               provenance: dict[str, Any] | None = None) -> Release:
         """Assemble the release from the noisy answer (post-processing only)."""
-        from .postprocess import transpose
-
-        names, columns, noisy_flags = noisy.columns()
-        types = [_column_type(c) for c in columns]
+        names, columns, noisy_flags, found = noisy.columns()
+        types = [_column_type(c, f) for c, f in zip(columns, found, strict=True)]
         rows = transpose(columns)
         cq = bound.compiled
-        by_agg = {a.agg: a for a in cq.atoms}
         mechanisms: dict[str, list[dict[str, Any]]] = {}
         for o, is_noisy in zip(cq.plan.outputs, noisy_flags, strict=True):
-            if not is_noisy:
-                continue
-            infos = []
-            for agg in o.expr.aggregates():
-                atom = by_agg[agg]
-                for i in atom.measures:
-                    infos.append(bound.infos[i].as_dict())
-            mechanisms[o.name] = infos
+            if is_noisy:  # the output's aggregates and atoms, as the answer found them
+                mechanisms[o.name] = [bound.infos[i].as_dict()
+                                      for agg in noisy.aggregates(o.expr)
+                                      for i in noisy.atom_index[agg].measures]
         if cq.selection is not None:
             info = bound.infos[cq.selection].as_dict()
             info["threshold"] = getattr(bound.mechanisms[cq.selection], "threshold", None)
@@ -200,11 +194,13 @@ class Release:
         except (orjson.JSONEncodeError, TypeError):  # an integer beyond 64 bits, say
             fast = None
         if fast is not None:
-            # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more
-            nones = sum(map(_COUNT_NONE, self.data)) + _nones(
-                [self.columns, self.types, d["cost"], self.alpha, self.mechanisms,
-                 self.provenance])
-            if fast.count(b"null") == nones:
+            # each None is one null; a NaN, ±∞ (or a string with "null" in it) one more. The
+            # rows are the bulk of the release: when the other parts' Nones account for
+            # every null, the rows' text has none, so they hold no None and are not read
+            nulls = fast.count(b"null")
+            nones = _nones([self.columns, self.types, d["cost"], self.alpha, self.mechanisms,
+                            self.provenance])
+            if nulls == nones or nulls == nones + sum(map(_COUNT_NONE, self.data)):
                 return fast.decode("utf-8")
         d["mechanisms"], d["provenance"] = _jsonable(self.mechanisms), _jsonable(self.provenance)
         return json.dumps(d, ensure_ascii=False, allow_nan=True)
@@ -307,39 +303,45 @@ def _fmt(v: Any) -> str:
 
 
 _COUNT_NONE = operator.methodcaller("count", None)
+#: the containers _nones looks into (exactly these types: a subclass is a value)
+_NESTED = frozenset({dict, list, tuple})
 
 
 def _nones(v: Any) -> int:
     """How many None values ``v`` holds (nested lists, tuples and dicts; subclasses of them
-    are values): one loop over a stack, no call per value. A container that holds itself
-    would never end; :meth:`Release.to_json` calls this only after orjson has written the
-    value, which refuses such a cycle.
+    are values): one loop over a stack of the containers, each value looked at where it is
+    found. A container that holds itself would never end; :meth:`Release.to_json` calls
+    this only after orjson has written the value, which refuses such a cycle.
 
     >>> _nones([None, {"a": None, "b": [1, None, (None,)]}, "null", 0.0])
     4
     """
     n = 0
-    stack = [v]
-    pop, extend = stack.pop, stack.extend
+    stack: list[Any] = [[v]]
+    pop, push = stack.pop, stack.append
     while stack:
         x = pop()
-        if x is None:
-            n += 1
-            continue
-        t = type(x)
-        if t is dict:
-            extend(x.values())
-        elif t is list or t is tuple:
-            extend(x)
+        for y in x.values() if type(x) is dict else x:
+            if y is None:
+                n += 1
+            elif type(y) in _NESTED:
+                push(y)
     return n
 
 
-def _column_type(column: list[Any]) -> str:
-    """The Arrow type of one released column, from the Python types of its values."""
-    found = set(map(type, column))
+#: a column of these types only is a column of doubles
+_DOUBLES = frozenset({float, type(None)})
+
+
+def _column_type(column: list[Any], found: set[type] | None = None) -> str:
+    """The Arrow type of one released column, from the Python types of its values
+    (``found``, when the post-processing already knows them, else read here)."""
+    if found is None:
+        found = set(map(type, column))
+    if found <= _DOUBLES:  # the most common column, decided without the kinds below
+        return "double"
     nulls = type(None) in found
-    found.discard(type(None))
-    kinds = {_kind(t) for t in found}  # a value's kind is its type's
+    kinds = {_kind(t) for t in found if t is not type(None)}  # a value's kind is its type's
     if not kinds or kinds == {float}:
         return "double"
     if kinds == {bool}:

@@ -52,15 +52,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.errors import PrivacyAccountingError
 from .expr import Lit
 from .plan import Filter, QueryPlan
 
 __all__ = ["Shape", "Slot", "Learnt", "shape_of", "learn", "check", "MAX_SLOTS", "put_at",
-           "value_at"]
+           "put_all", "same_but", "value_at"]
 
 #: the number literals a slot may hold: plain decimals (no sign, exponent, underscore or hex,
 #: whose readings differ between Python and SQL dialects)
@@ -102,18 +104,16 @@ def shape_of(text: str) -> Shape | None:
     >>> shape_of(None), shape_of("SELECT COUNT(*) FROM t WHERE x > " + "9" * 5000)
     (None, None)
     """
-    from sqlglot import TokenType
-    from sqlglot.errors import TokenError
-
     if not isinstance(text, str):
         return None
+    tokenizer = _tokenizer()
+    string, number, errors = _LEXICON
     try:
-        tokens = _tokenizer().tokenize(text)
-    except (TokenError, ValueError):
+        tokens = tokenizer.tokenize(text)
+    except errors:
         return None
     key: list[Any] = []
     slots: list[Slot] = []
-    string, number = TokenType.STRING, TokenType.NUMBER
     done = 0  # the text up to here is in the key
     for t in tokens:
         kind = t.token_type
@@ -145,13 +145,19 @@ def _number(text: str) -> int | float | None:
 
 
 _TOKENIZER: Any = None
+#: the tokenizer's string and number token types and its errors (set with _TOKENIZER: sqlglot
+#: is imported on first use, once rather than on every shape_of)
+_LEXICON: tuple[Any, Any, tuple[type[Exception], ...]] = (None, None, ())
 
 
 def _tokenizer() -> Any:
-    global _TOKENIZER
+    global _TOKENIZER, _LEXICON
     if _TOKENIZER is None:
+        from sqlglot import TokenType
         from sqlglot.dialects.duckdb import DuckDB
+        from sqlglot.errors import TokenError
 
+        _LEXICON = (TokenType.STRING, TokenType.NUMBER, (TokenError, ValueError))
         _TOKENIZER = DuckDB().tokenizer_class()
     return _TOKENIZER
 
@@ -240,6 +246,133 @@ def put_at(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
     return dataclasses.replace(obj, **{step: put_at(getattr(obj, step), rest, value)})
 
 
+def put_all(obj: Any, paths: tuple[tuple[Any, ...], ...], values: Sequence[Any]) -> Any:
+    """``obj`` with ``values[i]`` at ``paths[i]``: :func:`put_at` with each in turn, but a
+    node on several paths is rebuilt once. The paths must be distinct, none the beginning
+    of another (else ValueError).
+
+    >>> put_all((1, (2, 3)), ((1, 0), (1, 1)), (8, 9))
+    (1, (8, 9))
+    """
+    steps = _steps(paths)
+    if steps is None:
+        raise ValueError("put_all(): a path is empty, repeated or the beginning of another")
+    return _put(obj, steps, values)
+
+
+def _put(obj: Any, steps: Any, values: Sequence[Any]) -> Any:
+    if type(steps) is int:  # the end of path number `steps`
+        return values[steps]
+    if isinstance(obj, tuple | list):
+        items = list(obj)
+        for i, rest in steps.items():
+            items[i] = _put(items[i], rest, values)
+        return tuple(items)
+    # what dataclasses.replace does, with the fields of each class looked up once (replace
+    # reads them again at every call); a name that is no field is refused by the constructor
+    cls = type(obj)
+    names = _INIT.get(cls)
+    if names is None:  # (dataclasses.fields refuses what is no dataclass, as replace does)
+        names = _INIT[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    fields = {name: getattr(obj, name) for name in names}
+    for name, rest in steps.items():
+        fields[name] = _put(getattr(obj, name), rest, values)
+    return cls(**fields)
+
+
+#: the fields each dataclass's constructor takes, per class
+_INIT: dict[type, tuple[str, ...]] = {}
+
+
+def same_but(a: Any, b: Any, paths: tuple[tuple[Any, ...], ...], *,
+             within: str | None = None) -> bool:
+    """Whether ``b`` is ``a`` with other values *of the same types* at ``paths`` (from ``a``'s
+    field ``within`` when given), and nothing else changed: what comparing ``b`` with ``a``
+    after putting ``b``'s values at those paths into it (:func:`put_at`) would say, checked
+    in one walk along the paths instead of rebuilding and comparing the nodes on them.
+    Elsewhere, values are compared as ``==`` compares dataclasses and tuples (identical or
+    equal), so the parts the two share are not walked.
+
+    >>> same_but((1, (2, "x")), (1, (5, "x")), ((1, 0),))
+    True
+    >>> same_but((1, (2, "x")), (1, (5, "y")), ((1, 0),))  # another change
+    False
+    >>> same_but((1, (2, "x")), (1, (2.5, "x")), ((1, 0),))  # another type
+    False
+    """
+    steps = _steps(paths)
+    if steps is None:
+        return False
+    return _same_but(a, b, steps if within is None else {within: steps})
+
+
+def _same_but(a: Any, b: Any, steps: Any) -> bool:
+    if type(steps) is int:  # the end of a path: any value of the same type
+        return type(a) is type(b)
+    if type(a) is not type(b):
+        return False
+    names: Any
+    if isinstance(a, tuple):
+        if len(a) != len(b):
+            return False
+        names = range(len(a))
+    else:
+        names = _compared(type(a))
+        if names is None:  # neither a dataclass nor a tuple: no path goes through it
+            return False
+    read = operator.getitem if isinstance(a, tuple) else getattr
+    on_paths = 0
+    for name in names:
+        x, y, rest = read(a, name), read(b, name), steps.get(name)
+        if rest is None:
+            if not (x is y or x == y):
+                return False
+        elif _same_but(x, y, rest):
+            on_paths += 1
+        else:
+            return False
+    return on_paths == len(steps)  # every step leads somewhere
+
+
+#: the fields ``==`` compares, per dataclass (None for other classes)
+_COMPARED: dict[type, tuple[str, ...] | None] = {}
+
+
+def _compared(cls: type) -> tuple[str, ...] | None:
+    if cls not in _COMPARED:
+        _COMPARED[cls] = (tuple(f.name for f in dataclasses.fields(cls) if f.compare)
+                          if dataclasses.is_dataclass(cls) else None)
+    return _COMPARED[cls]
+
+
+def _steps(paths: tuple[tuple[Any, ...], ...]) -> dict[Any, Any] | None:
+    """The paths as a tree of steps: each step maps to the tree of the steps after it, the
+    last step of a path to the path's index; None when a path is empty, repeated or the
+    beginning of another (remembered: the paths of a shape repeat with each of its texts)."""
+    tree = _STEPS.get(paths, False)
+    if tree is not False:
+        return tree  # type: ignore[return-value]
+    tree = {}
+    for i, path in enumerate(paths):
+        node: Any = tree
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+            if type(node) is not dict:  # an earlier path ends here
+                node = None
+                break
+        if not path or node is None or path[-1] in node:
+            tree = None
+            break
+        node[path[-1]] = i
+    if len(_STEPS) >= 256:
+        _STEPS.clear()
+    _STEPS[paths] = tree
+    return tree
+
+
+_STEPS: dict[tuple[tuple[Any, ...], ...], dict[Any, Any] | None] = {}
+
+
 @dataclasses.dataclass(frozen=True)
 class Learnt:
     """What was learnt of a shape: its plan (from the text it was learnt on), the indexes of
@@ -261,13 +394,13 @@ class Learnt:
         for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
             if i not in free and (type(a.value) is not type(b.value) or a.value != b.value):
                 return None
-        plan = self.plan
-        for i, path in zip(self.free, self.paths, strict=True):
+        values = []
+        for i in self.free:
             v = theirs[i].value
             if type(v) is not type(mine[i].value):
                 return None
-            plan = put_at(plan, path, v)
-        return plan
+            values.append(v)
+        return put_all(self.plan, self.paths, values)  # type: ignore[no-any-return]
 
 
 #: the most constants a shape may have to be learnt (each costs up to three parses of the text:
@@ -334,21 +467,17 @@ def check(template: QueryPlan, plan: QueryPlan, paths: tuple[tuple[Any, ...], ..
     ...
     statcurator.core.errors.PrivacyAccountingError: a query of a known shape differs from its shape elsewhere than in constants of its WHERE clause; this is a defect of statcurator: nothing was charged or released; report the query
     """
-    from ..core.errors import PrivacyAccountingError
-
-    back = plan
     ok = True
-    for path in paths:
+    for path in paths:  # each leads through a Filter's predicate to a literal's value
         node: Any = template
         in_filter = False
         for step in path[:-1] if path[:1] == ("relation",) and path[-1:] == ("value",) else ():
             in_filter = in_filter or (type(node) is Filter and step == "predicate")
             node = node[step] if isinstance(step, int) else getattr(node, step)
-        if not in_filter or type(node) is not Lit or type(value_at(plan, path)) is not type(node.value):
+        if not in_filter or type(node) is not Lit:
             ok = False
             break
-        back = put_at(back, path, node.value)
-    if not ok or back != template:
+    if not ok or not same_but(template, plan, paths):
         raise PrivacyAccountingError(
             "a query of a known shape differs from its shape elsewhere than in constants of "
             "its WHERE clause",
