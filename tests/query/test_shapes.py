@@ -458,3 +458,48 @@ def test_plans_differing_in_a_constants_type_never_share_engine_sql():
     cur.engine.sql(_fresh(cur, as_int)[1].engine_plan)
     assert cur.engine.sql(_fresh(cur, as_float)[1].engine_plan)[0] == alone
     assert "DOUBLE" in alone
+
+
+# -- the guard's one walk (same_but) ---------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _Node:
+    a: object
+    b: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Loose:
+    """A class whose own equality looks at one field only: walking its fields one by one
+    would compare it otherwise than ``==`` does."""
+
+    a: object
+    b: object
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Loose) and self.a == other.a  # b is not compared
+
+    def __hash__(self) -> int:
+        return hash(self.a)
+
+
+def test_same_but_is_the_rebuild_and_compare_it_replaces() -> None:
+    t = _Node(_Node(1, "x"), (2, 3))
+    path = ("a", "a")
+    assert shapes.same_but(t, _Node(_Node(5, "x"), (2, 3)), (path,))
+    assert shapes.same_but(t, shapes.put_at(t, path, 7), (path,))
+    assert not shapes.same_but(t, _Node(_Node(5, "y"), (2, 3)), (path,))  # another change
+    assert not shapes.same_but(t, _Node(_Node(5.0, "x"), (2, 3)), (path,))  # another type
+    assert not shapes.same_but(t, _Node(_Node(True, "x"), (2, 3)), (path,))
+    assert not shapes.same_but(t, _Node(_Node(5, "x"), (2, 3, 4)), (path,))
+    assert not shapes.same_but(t, t, (("a", "c"),))  # a path that leads nowhere
+
+
+def test_same_but_never_walks_into_a_class_with_its_own_equality() -> None:
+    # the control: a class whose __eq__ the dataclass wrote is walked
+    assert shapes.same_but(_Node(1, 2), _Node(9, 2), (("a",),))
+    # _Loose's own __eq__ would let b differ; the walk refuses rather than compare otherwise
+    assert not shapes.same_but(_Loose(1, 2), _Loose(9, 2), (("a",),))
+    assert not shapes.same_but(_Node(_Loose(1, 2), 0), _Node(_Loose(9, 2), 0), (("a", "a"),))
+    # off the paths, such a value is compared by its own ==, as the rebuilt plan's == did
+    assert shapes.same_but(_Node(_Loose(1, 2), 0), _Node(_Loose(1, 3), 5), (("b",),))

@@ -19,7 +19,7 @@ import pytest
 
 from statcurator.service import CuratorService, ServiceConfig
 from statcurator.service._config import ConfigError
-from statcurator.service._limits import RateLimiter
+from statcurator.service._limits import RateLimiter, TooManyRequests
 
 from .conftest import write_config
 
@@ -71,7 +71,7 @@ def test_the_limit_is_on_by_default() -> None:
 
 
 @pytest.mark.parametrize(("doc", "env", "message"), [
-    ({"server": {"requests_per_second": -1}}, {}, "server.requests_per_second must be in"),
+    ({"server": {"requests_per_second": -1}}, {}, "server.requests_per_second must be 0"),
     ({"server": {"requests_per_second": "fast"}}, {}, "server.requests_per_second must be a"),
     ({}, {"STATCURATOR_SERVER__REQUESTS_PER_SECOND": "nan"},
      "(from STATCURATOR_SERVER__REQUESTS_PER_SECOND)"),
@@ -170,3 +170,17 @@ def test_the_schema_declares_429(limited) -> None:
     client, _, _ = limited
     spec = client.get("/openapi.json").json()
     assert "429" in spec["paths"]["/v1/queries"]["post"]["responses"]
+
+
+def test_a_tiny_rate_is_refused_and_a_wait_is_never_infinite() -> None:
+    # a subnormal rate made the wait inf, and math.ceil(inf) turned every 429 into a 500
+    for rate in (1e-310, 1e-4):
+        with pytest.raises(ConfigError, match="must be 0 \\(no limit\\) or in"):
+            ServiceConfig.parse({"server": {"requests_per_second": rate}}, env={})
+    assert ServiceConfig.parse({"server": {"requests_per_second": 0.001}},
+                               env={}).server.requests_per_second == 0.001
+    limits = RateLimiter(rate=1e-310, burst=1, clock=lambda: 0.0)
+    assert limits.admit("a") == 0.0 and limits.admit("a") == 86_400.0
+    with pytest.raises(TooManyRequests) as e:
+        limits.check("a")
+    assert e.value.retry_after == 86_400.0

@@ -339,9 +339,16 @@ _COMPARED: dict[type, tuple[str, ...] | None] = {}
 
 
 def _compared(cls: type) -> tuple[str, ...] | None:
+    """The fields ``==`` compares on ``cls``: a dataclass whose ``__eq__`` is the one the
+    dataclass wrote (it compares exactly those fields), or :class:`Lit` (one field, compared
+    by type and value, which :func:`_same_but` does at a path's end); None for any other
+    class, which is then never walked into (its own ``__eq__`` may compare otherwise)."""
     if cls not in _COMPARED:
+        eq = getattr(cls.__dict__.get("__eq__"), "__code__", None)
+        generated = eq is not None and eq.co_filename == "<string>"  # written by dataclass
         _COMPARED[cls] = (tuple(f.name for f in dataclasses.fields(cls) if f.compare)
-                          if dataclasses.is_dataclass(cls) else None)
+                          if dataclasses.is_dataclass(cls) and (generated or cls is Lit)
+                          else None)
     return _COMPARED[cls]
 
 

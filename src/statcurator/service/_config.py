@@ -294,9 +294,10 @@ def _check_server(s: ServerConfig, doc: Mapping[str, Any]) -> None:
         raise ConfigError(f"server.max_groups{origin('server.max_groups')} must be in "
                           f"[1, 1000000], got {s.max_groups}",
                           remedy="set server.max_groups = 100000")
-    if not 0 <= s.requests_per_second <= 1_000_000:
+    if not (s.requests_per_second == 0 or 0.001 <= s.requests_per_second <= 1_000_000):
         raise ConfigError(f"server.requests_per_second{origin('server.requests_per_second')} "
-                          f"must be in [0, 1000000], got {s.requests_per_second}",
+                          f"must be 0 (no limit) or in [0.001, 1000000], got "
+                          f"{s.requests_per_second}",
                           remedy="set server.requests_per_second = 50 (0 turns the limit off)")
     if not 1 <= s.burst <= 1_000_000:
         raise ConfigError(f"server.burst{origin('server.burst')} must be in [1, 1000000], got "

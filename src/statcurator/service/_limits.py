@@ -35,6 +35,10 @@ from ..core.errors import StatcuratorError
 __all__ = ["RateLimiter", "TooManyRequests"]
 
 
+#: the longest wait a refusal names (seconds): a day, whatever the configured rate
+_LONGEST_WAIT = 86_400.0
+
+
 class TooManyRequests(StatcuratorError):
     """The caller made more requests than its rate limit allows (HTTP 429); nothing ran.
 
@@ -79,7 +83,7 @@ class RateLimiter:
                 self._buckets[identity] = (left - 1.0, now)
                 return 0.0
             self._buckets[identity] = (left, now)
-            return (1.0 - left) / self.rate
+            return min((1.0 - left) / self.rate, _LONGEST_WAIT)
 
     def check(self, identity: str) -> None:
         """:meth:`admit`, raising :class:`TooManyRequests` when the request must wait."""
