@@ -137,3 +137,20 @@ def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -
     assert "GROUP BY race" not in other.inner_text("#history")
     _shot(other, shots, "05-analyst-view")
     other.close()
+
+
+def test_the_api_docs_say_where_the_schema_is_when_swagger_ui_cannot_load(
+        browser, server, shots: Path) -> None:
+    # an air-gapped deployment: the CDN that serves Swagger UI is unreachable
+    page = browser.new_page(viewport={"width": 1200, "height": 600})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("https://cdn.jsdelivr.net/**", lambda route: route.abort())
+    page.goto(server.url + "docs")
+    page.wait_for_selector("#docs-offline")
+    text = page.inner_text("#docs-offline")
+    assert "could not load" in text and "/openapi.json" in text
+    assert page.get_attribute("#docs-offline a", "href") == "/openapi.json"
+    _shot(page, shots, "09-docs-offline")
+    assert errors == []  # the page's own script ran under its CSP without an error
+    page.close()
