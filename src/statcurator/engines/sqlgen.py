@@ -83,7 +83,7 @@ from ..query.expr import (
 )
 from ..query.plan import Filter, Join, Relation, Scan
 from ..query.relational import EnginePlan, Quantized
-from ..query.shapes import put_at, same_but, value_at
+from ..query.shapes import put_all, same_but, value_at
 
 __all__ = ["expr_sql", "plan_sql", "plan_template", "plan_statements", "render", "to_spark",
            "quote", "encoded", "quantized_sql", "clear_cache", "NULL_CODE"]
@@ -651,9 +651,7 @@ def _cut(base: EnginePlan, paths: tuple[tuple[Any, ...], ...],
     cut into (text, slot, text, slot, ..., text); None if the cut does not give the base's
     own SQL back (a literal rendered other than alone, say)."""
     tokens = [_token(value_at(base.relation, p)) for p in paths]
-    rel = base.relation
-    for path, tok in zip(paths, tokens, strict=True):
-        rel = put_at(rel, path, tok)
+    rel = put_all(base.relation, paths, tokens)
     main, hists = _templates(dataclasses.replace(base, relation=rel), names, dialect)
     rendered = [_literal_text(t, dialect) for t in tokens]
     if len(set(rendered)) != len(rendered):

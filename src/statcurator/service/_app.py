@@ -8,7 +8,6 @@ functions (FastAPI runs them in its thread pool): the Curator's calls block.
 
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -181,7 +180,7 @@ def create_app(service: CuratorService) -> FastAPI:
         status, body = problem(exc, request.url.path)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if isinstance(exc, TooManyRequests):
-            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+            headers = {"Retry-After": str(exc.retry_after)}
         return JSONResponse(body, status, headers=headers, media_type=PROBLEM_TYPE)
 
     @app.exception_handler(RequestValidationError)

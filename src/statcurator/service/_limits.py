@@ -42,10 +42,11 @@ _LONGEST_WAIT = 86_400.0
 class TooManyRequests(StatcuratorError):
     """The caller made more requests than its rate limit allows (HTTP 429); nothing ran.
 
-    ``retry_after`` is how many seconds until the next request is admitted."""
+    ``retry_after`` is how many whole seconds until the next request is admitted (at least
+    1: the ``Retry-After`` header's value)."""
 
     def __init__(self, message: str, *, remedy: str | None = None,
-                 retry_after: float = 1.0) -> None:
+                 retry_after: int = 1) -> None:
         super().__init__(message, remedy=remedy)
         self.retry_after = retry_after
 
@@ -97,4 +98,4 @@ class RateLimiter:
                 remedy=f"wait {seconds} s (the Retry-After header) and send it again, spread "
                        "requests out, or ask the curator to raise server.requests_per_second "
                        "or server.burst",
-                retry_after=wait)
+                retry_after=seconds)
