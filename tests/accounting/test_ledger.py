@@ -534,7 +534,9 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     # the answer is written without an fsync: two PRAGMAs switch that (no I/O) around it;
     # and without a read: it goes right after its charge, the head this object wrote
     answer_io = [s for s in answer_statements if not s.startswith("PRAGMA synchronous")]
-    assert [s.split()[0] for s in answer_io] == ["INSERT"] and len(replay_statements) == 1
+    assert [s.split()[0] for s in answer_io] == ["INSERT"]
+    # a replay: the head's read finds the request id charged, then its rows are read
+    assert [s.split()[0] for s in replay_statements] == ["SELECT", "SELECT"]
     led.close()
 
 
@@ -584,6 +586,46 @@ def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Sto
     assert [e.type for e in mine.entries()][-4:] == ["charge", "grant", "charge", "answer"]
     assert mine.replay("alice", "r2") == other.replay("alice", "r2") == "second"
     assert mine.verify().rows == other.verify().rows == 9
+    mine.close()
+    other.close()
+
+
+
+def test_a_charge_from_remembered_rows_sees_another_writer(persistent_store: Store,
+                                                           monkeypatch):
+    """While the ledger's head is the row a ledger object last wrote, it decides a charge
+    from the rows it remembers (one read of the head instead of the rows). The attack: two
+    processes spend one grant in turn, so each one's remembered rows go stale. The head
+    moved, so the rows are read again and the third charge is refused. Control: an object
+    that trusted its remembered rows without looking at the head would decide on a stale
+    budget again and again, every append losing its place, and never refuse the charge."""
+    mine, other = persistent_store.open(timeout=0.5), persistent_store.open()
+    _fund(mine).set_budget("alice", "adult", PureDP(1))
+    reads: list[object] = []
+    real = mine.backend.state
+
+    def counted(*a):
+        reads.append(a)
+        return real(*a)
+
+    mine.backend.state = counted  # type: ignore[method-assign]
+    _charge(mine, "r1", PureDP(Fraction(1, 2)))
+    _charge(mine, "r2", PureDP(Fraction(1, 4)))
+    assert reads == []                            # decided from the rows it remembers
+    _charge(other, "r3", PureDP(Fraction(1, 4)))  # another process spends the rest
+    with pytest.raises(BudgetExceededError):
+        _charge(mine, "r4", PureDP(Fraction(1, 4)))
+    assert len(reads) == 1                        # the head moved: the rows were read
+    assert mine.status("alice", "adult").remaining == PureDP(0)
+    assert persistent_store.spent() == 1
+    # the control: the head as this object last saw it, whatever is stored
+    monkeypatch.setattr(type(mine.backend), "head",
+                        lambda self, a, r: (mine._view.seq, mine._view.hash, False))
+    mine.set_budget("alice", "adult", PureDP(2))  # ε=1 left, as this object remembers
+    _charge(other, "r5", PureDP(Fraction(1, 2)))  # ε=1/2 left in fact
+    with pytest.raises(LedgerError, match="contended"):
+        _charge(mine, "r6", PureDP(Fraction(3, 4)))
+    assert persistent_store.spent() == Fraction(3, 2)  # (the chain itself refused the row)
     mine.close()
     other.close()
 

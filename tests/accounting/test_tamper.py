@@ -16,7 +16,7 @@ from statcurator.accounting import Ledger, LedgerTamperedError
 from statcurator.accounting import _ledger as ledger_module
 from statcurator.accounting._backend import LedgerEntry
 from statcurator.accounting._chain import digest
-from statcurator.core.errors import InvalidParameterError, LedgerError
+from statcurator.core.errors import BudgetExceededError, InvalidParameterError, LedgerError
 from statcurator.core.measures import PureDP
 
 from .conftest import Store
@@ -63,17 +63,25 @@ def test_a_refund_by_rewriting_the_last_charge_is_detected(persistent_store: Sto
 
 def test_a_row_rewritten_under_an_open_ledger_is_detected(persistent_store: Store,
                                                          monkeypatch):
-    """The ledger object that read (and checked) alice's last charge does not hash it again
-    while it reads it unchanged; a rewrite behind its back is a changed row, hashed again
-    and refused at the next charge. Control: a ledger that trusts its rows lets alice spend
-    the refunded budget."""
+    """The ledger object that read (and checked) alice's last charge decides her next charge
+    from that row while it is still the ledger's head: a rewrite behind its back refunds
+    nothing to it (the charge is refused), and the rewrite is a changed row, hashed again
+    and refused wherever the row is read — its own audit, a write that reads it in full,
+    any ledger opened on the store. Control: a ledger that trusts its rows lets alice
+    spend the refunded budget."""
     _spend_all(persistent_store)
     with persistent_store.open() as led:
         assert led.status("alice", "adult").remaining == PureDP(0)  # row 5 read and checked
         persistent_store.rewrite("UPDATE ledger SET grant_spent = 'pure:0/1', "
                                  "grant_charges = 0, dataset_spent = 'pure:0/1' WHERE seq = 5")
-        with pytest.raises(LedgerTamperedError, match="at row 5"):
+        with pytest.raises(BudgetExceededError):
             led.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
+        with pytest.raises(LedgerTamperedError, match="at row 5"):
+            led.verify()
+        with pytest.raises(LedgerTamperedError, match="at row 5"):
+            led.set_budget("bob", "adult", PureDP(1))  # reads the dataset's row 5 in full
+    with pytest.raises(LedgerTamperedError, match="at row 5"):
+        persistent_store.open()
     _unverified(monkeypatch)
     with persistent_store.open() as trusting:
         trusting.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")

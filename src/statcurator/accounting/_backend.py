@@ -186,6 +186,13 @@ class LedgerBackend(abc.ABC):
         row of the dataset), ``'charge'`` and ``'answer'`` (the rows of (analyst,
         request_id)). Missing parts, and parts whose arguments are None, are absent."""
 
+    def head(self, analyst: str, request_id: str) -> tuple[int, str, bool] | None:
+        """In one statement: the last row's ``seq`` and ``hash``, and whether ``analyst``
+        has a charge under ``request_id``; None from a backend that cannot (this default:
+        the ledger then reads :meth:`state`). The ledger decides a charge from rows it
+        remembers when the head is the one it last wrote or read (see ``Ledger._viewed``)."""
+        return None
+
     @abc.abstractmethod
     def append(self, entry: LedgerEntry) -> None:
         """Insert one row atomically and durably (its own transaction, committed on return).

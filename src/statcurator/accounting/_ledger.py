@@ -180,6 +180,12 @@ class Ledger:
         #: dataset's state read back as that row, unchanged, is these (already checked by
         #: the debit that wrote them) instead of its totals' text parsed and checked again
         self._budgets_after: dict[int, tuple[LedgerEntry, _Budget, _Budget]] = {}
+        #: the last row this object wrote or read as the head, and (``_view_rows``) the
+        #: latest grant and dataset rows as of that row that it wrote or read and checked,
+        #: by ("grant", analyst, dataset) and ("dataset", dataset): exact while that row is
+        #: still the ledger's head (see _viewed)
+        self._view: LedgerEntry | None = None
+        self._view_rows: dict[tuple[str, ...], LedgerEntry] = {}
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         try:
             self._opened = self._open(anchor)
@@ -714,9 +720,14 @@ class Ledger:
                request_id: str | None) -> dict[str, LedgerEntry]:
         """One read; every row it returns is re-hashed (a cheap check of what we rely on),
         unless it equals, field for field, a row this object already checked or wrote (the
-        fields are SQLite's and PostgreSQL's typed values: text, integers and NULL)."""
+        fields are SQLite's and PostgreSQL's typed values: text, integers and NULL). A
+        charge's state while the head is still the row this object last wrote or read is
+        the rows it remembers, after a read of the head only (:meth:`_viewed`)."""
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
             self._lock.settle()
+            viewed = self._viewed(analyst, dataset, request_id)
+            if viewed is not None:
+                return viewed
             st = self._backend.state(analyst, dataset, request_id)
             head = st.get("head")
             if head is None or head.seq < self._seen:
@@ -731,7 +742,49 @@ class Ledger:
                 if _digest_of_stored(row, self._key) != row.hash:
                     raise self._tampered(row.seq, "its content does not match its hash")
                 self._remember(row)
+            # the view as of this head: what it knew (if the head is still its head), and
+            # the rows just read and checked
+            rows = self._view_rows
+            if self._view != head or len(rows) >= 4096:
+                rows.clear()
+            self._view = head
+            if analyst is not None and dataset is not None and "grant" in st:
+                rows["grant", analyst, dataset] = st["grant"]
+            if dataset is not None and "dataset" in st:
+                rows["dataset", dataset] = st["dataset"]
             return st
+
+    def _viewed(self, analyst: str | None, dataset: str | None,
+                request_id: str | None) -> dict[str, LedgerEntry] | None:
+        """The state of a charge without reading its rows: when the ledger's head is still
+        the row this object last wrote or read (its ``seq`` and ``hash``: rows are only
+        appended after it, so none was), the latest grant and dataset rows are the ones it
+        remembers as of that row, and no charge holds the request id (else the replay is
+        read in full). None when any of that is unknown: the caller reads everything."""
+        view = self._view
+        if view is None or analyst is None or dataset is None or request_id is None:
+            return None
+        grant = self._view_rows.get(("grant", analyst, dataset))
+        data = self._view_rows.get(("dataset", dataset))
+        if grant is None or data is None:
+            return None
+        found = self._backend.head(analyst, request_id)
+        if found is None or found[0] != view.seq or found[1] != view.hash or found[2]:
+            return None
+        return {"head": view, "grant": grant, "dataset": data}
+
+    def _advance(self, row: LedgerEntry) -> None:
+        """Record in the view a row this object appended (the new head)."""
+        view, rows = self._view, self._view_rows
+        if view is not None and view.seq >= row.seq:
+            return  # another thread read or wrote further meanwhile: its view is newer
+        if view is None or view.seq != row.seq - 1 or len(rows) >= 4096:
+            rows.clear()  # rows came between: what it knew may be stale
+        self._view = row
+        if row.type in ("grant", "charge"):
+            rows["grant", str(row.analyst), str(row.dataset)] = row
+        if row.type in ("dataset_budget", "charge"):
+            rows["dataset", str(row.dataset)] = row
 
     def _remember(self, row: LedgerEntry) -> None:
         if len(self._checked) >= 4096:
@@ -770,6 +823,7 @@ class Ledger:
                 continue
             self._seen = max(self._seen, row.seq)  # another thread may have read further
             self._remember(row)
+            self._advance(row)
             return row
 
     def _answer_at_head(self, key: tuple[str, str], payload: str) -> bool:
@@ -799,6 +853,7 @@ class Ledger:
             return False
         self._seen = max(self._seen, row.seq)
         self._remember(row)
+        self._advance(row)
         return True
 
     def _append(self, row: LedgerEntry, work: Callable[[], object] | None) -> None:

@@ -121,6 +121,9 @@ _STATE = " UNION ALL ".join([
     f"SELECT 'answer', {_COLS} FROM ledger WHERE analyst = ?1 AND request_id = ?3 "
     "AND type = 'answer'",
 ])
+# The head and whether a charge holds the request id; ?1 analyst, ?2 request id.
+_HEAD = ("SELECT seq, hash, EXISTS (SELECT 1 FROM ledger WHERE type = 'charge' "
+         "AND analyst = ?1 AND request_id = ?2) FROM ledger ORDER BY seq DESC LIMIT 1")
 _LATEST = {
     "grant": f"SELECT {_COLS} FROM ledger WHERE seq IN (SELECT max(seq) FROM ledger WHERE "
              "type IN ('grant', 'charge') GROUP BY analyst, dataset) ORDER BY analyst, dataset",
@@ -296,6 +299,13 @@ class SQLiteBackend(LedgerBackend):
                 last = row, LedgerEntry(*row)  # type: ignore[arg-type]
             found[str(tag)] = last[1]
         return found
+
+    def head(self, analyst: str, request_id: str) -> tuple[int, str, bool] | None:
+        rows = self._rows(_HEAD, (analyst, request_id))
+        if not rows:
+            return None
+        seq, hash_, charged = rows[0]
+        return int(seq), str(hash_), bool(charged)  # type: ignore[call-overload]
 
     @property
     def overlaps_appends(self) -> bool:  # type: ignore[override]
