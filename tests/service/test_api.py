@@ -205,29 +205,86 @@ def test_estimates_are_charged_like_queries(api, setup: Setup) -> None:
     assert setup.svc.curator.ledger.status("alice", "adult").spent.epsilon == Fraction(1, 2)
 
 
-def _unchecked_assets(html: str) -> list[str]:
-    """The external scripts and stylesheets of a page that are not pinned and checked by
-    Subresource Integrity."""
+def _foreign_assets(html: str) -> list[str]:
+    """The scripts and stylesheets of a page that load from another origin."""
     import re
 
     tags = re.findall(r"<(?:script|link)\b[^>]*>", html)
-    external = [t for t in tags if re.search(r'(?:src|href)="https?://', t)]
-    return [t for t in external
-            if "integrity=\"sha384-" not in t or not re.search(r"@\d+\.\d+\.\d+/", t)]
+    return [t for t in tags if re.search(r'(?:src|href)="(?:https?:)?//', t)]
 
 
-def test_the_api_docs_page_runs_only_pinned_and_checked_scripts(api) -> None:
+@pytest.fixture
+def docs_api():
+    """The app on an in-memory service: the docs' routes need no ledger."""
+    from fastapi.testclient import TestClient
+
+    from statcurator.service import CuratorService, create_app
+
+    svc = CuratorService.in_memory()
+    try:
+        with TestClient(create_app(svc)) as client:
+            yield client
+    finally:
+        svc.close()
+
+
+def test_the_api_docs_page_loads_nothing_from_another_origin(docs_api) -> None:
     """Review helper-30, finding 7: /docs loaded Swagger UI unpinned and unchecked from a CDN,
-    on the origin whose sessionStorage holds the console's token. Control: FastAPI's own
-    page is caught by the same check."""
+    on the origin whose sessionStorage holds the console's token; now it loads Swagger UI
+    from this server, and its policy names no other origin. Control: FastAPI's own page is
+    caught by the same check."""
     from fastapi.openapi.docs import get_swagger_ui_html
 
-    r = api.get("/docs")
-    assert r.status_code == 200 and "swagger-ui-bundle.js" in r.text
-    assert _unchecked_assets(r.text) == []
+    r = docs_api.get("/docs")
+    assert r.status_code == 200 and '<script src="/docs/swagger-ui-bundle.js">' in r.text
+    assert _foreign_assets(r.text) == []
     csp = r.headers["content-security-policy"]
-    assert "default-src 'none'" in csp and "script-src 'self' https://cdn.jsdelivr.net" in csp
-    assert "SwaggerUIBundle" in api.get("/static/docs.js").text
-    assert api.get("/openapi.json").json()["info"]["title"] == "statcurator"
+    assert "default-src 'none'" in csp and "script-src 'self';" in csp
+    assert "style-src 'self';" in csp and "connect-src 'self'" in csp
+    assert "frame-ancestors 'none'" in csp and "http" not in csp and "unsafe" not in csp
+    assert "SwaggerUIBundle" in docs_api.get("/static/docs.js").text
+    assert docs_api.get("/openapi.json").json()["info"]["title"] == "statcurator"
     stock = get_swagger_ui_html(openapi_url="/openapi.json", title="x").body.decode()
-    assert _unchecked_assets(stock)                       # control
+    assert _foreign_assets(stock)                          # control
+
+
+def test_swagger_ui_is_served_from_the_installed_package(docs_api) -> None:
+    from importlib import resources
+
+    static = resources.files("fastapi_offline") / "static"
+    for name, media_type in (("swagger-ui-bundle.js", "text/javascript"),
+                             ("swagger-ui.css", "text/css")):
+        r = docs_api.get(f"/docs/{name}")
+        assert r.status_code == 200, name
+        assert r.headers["content-type"].split(";")[0] == media_type
+        assert r.content == (static / name).read_bytes()
+        assert r.headers["content-security-policy"] == \
+            docs_api.get("/docs").headers["content-security-policy"]
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["cache-control"] == "public, max-age=86400" and r.headers["etag"]
+    # Swagger UI 5: the 4.x line cannot render OpenAPI 3.1, which FastAPI publishes
+    js = docs_api.get("/docs/swagger-ui-bundle.js").text
+    assert "SwaggerUIBundle" in js and 'PACKAGE_VERSION:"5.' in js
+    # a fixed list: the package's other files, and any other name, are not served
+    for path in ("/docs/redoc.standalone.js", "/docs/favicon.png", "/docs/swagger-ui.js",
+                 "/docs/..%2Fswagger-ui.css", "/static/swagger-ui-bundle.js",
+                 "/static-offline-docs/swagger-ui-bundle.js"):
+        assert docs_api.get(path).status_code == 404, path
+
+
+def test_without_swagger_ui_installed_the_docs_still_answer_and_say_why(
+        docs_api, monkeypatch) -> None:
+    # a broken install: the package with Swagger UI's files cannot be imported
+    from importlib import resources
+
+    def missing(anchor):
+        raise ModuleNotFoundError(f"No module named {anchor!r}")
+
+    monkeypatch.setattr(resources, "files", missing)
+    assert docs_api.get("/docs").status_code == 200
+    r = docs_api.get("/docs/swagger-ui-bundle.js")
+    assert r.status_code == 404 and r.headers["content-type"] == "application/problem+json"
+    assert "fastapi-offline" in r.json()["detail"]
+    assert "reinstall statcurator" in r.json()["remedy"]
+    text = docs_api.get("/static/docs.js").text  # what the page says then
+    assert "could not load" in text and "reinstall statcurator" in text

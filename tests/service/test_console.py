@@ -139,18 +139,79 @@ def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -
     other.close()
 
 
-def test_the_api_docs_say_where_the_schema_is_when_swagger_ui_cannot_load(
+def test_the_api_docs_render_swagger_ui_offline_and_try_it_out_works(
         browser, server, shots: Path) -> None:
-    # an air-gapped deployment: the CDN that serves Swagger UI is unreachable
-    page = browser.new_page(viewport={"width": 1200, "height": 600})
+    # an air-gapped network: every request that leaves the server's origin is aborted (and
+    # recorded); Swagger UI comes from the server itself, so the page renders all the same
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.route("https://cdn.jsdelivr.net/**", lambda route: route.abort())
+    page.on("console", lambda m: errors.append(m.text)
+            if "Content Security Policy" in m.text else None)  # a violation is an error too
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    outside: list[str] = []
+
+    def offline(route) -> None:
+        if route.request.url.startswith(server.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", offline)
     page.goto(server.url + "docs")
-    page.wait_for_selector("#docs-offline")
-    text = page.inner_text("#docs-offline")
-    assert "could not load" in text and "/openapi.json" in text
-    assert page.get_attribute("#docs-offline a", "href") == "/openapi.json"
-    _shot(page, shots, "09-docs-offline")
-    assert errors == []  # the page's own script ran under its CSP without an error
+    page.wait_for_selector(".opblock >> nth=5")
+    assert "statcurator" in page.inner_text(".info .title")
+    paths = page.locator(".opblock-summary-path").all_inner_texts()
+    assert {"/v1/queries", "/v1/datasets", "/v1/me"} <= {t.strip() for t in paths}
+    assert page.locator("#docs-offline").count() == 0
+
+    # Authorize with a bearer token, then "Try it out" on GET /v1/me: the API answers, under
+    # the page's CSP (connect-src 'self')
+    page.click(".auth-wrapper .authorize")
+    page.fill(".modal-ux input", server.admin_token)
+    page.click(".modal-ux .auth-btn-wrapper .authorize")
+    page.click(".modal-ux .btn-done")
+    page.click("#operations-analyst-me_v1_me_get .opblock-summary")
+    page.click("#operations-analyst-me_v1_me_get .try-out__btn")
+    page.click("#operations-analyst-me_v1_me_get .execute")
+    page.wait_for_selector("#operations-analyst-me_v1_me_get .live-responses-table "
+                           ".response-col_status:has-text('200')")
+    body = page.inner_text("#operations-analyst-me_v1_me_get .live-responses-table "
+                           ".response .response-col_description")
+    assert '"analyst": "admin"' in body and '"role": "admin"' in body
+    _shot(page, shots, "09-docs-offline-swagger-ui")
+    assert errors == []
+    assert outside == [] and all(u.startswith(server.url) for u in requested), requested
+    assert server.url + "docs/swagger-ui-bundle.js" in requested
     page.close()
+
+
+def test_the_api_docs_say_what_is_wrong_when_swagger_ui_is_not_installed(
+        browser, tmp_path: Path, shots: Path) -> None:
+    # control: a broken install, where the package with Swagger UI's files has no files (a
+    # fastapi_offline without its static folder shadows the real one); the server answers 404
+    # for them and /docs says what is wrong, what to do, and where the schema is
+    shadow = tmp_path / "shadow" / "fastapi_offline"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
+    with start_server(write_config(tmp_path / "curator.toml", "sqlite"),
+                      env={"PYTHONPATH": path}) as broken:
+        page = browser.new_page(viewport={"width": 1200, "height": 600})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        statuses: dict[str, int] = {}
+        page.on("response", lambda r: statuses.__setitem__(r.url, r.status))
+        page.goto(broken.url + "docs")
+        page.wait_for_selector("#docs-offline")
+        text = page.inner_text("#docs-offline")
+        assert "could not load" in text and "fastapi-offline" in text
+        assert "reinstall statcurator" in text and "/openapi.json" in text
+        assert page.get_attribute("#docs-offline a", "href") == "/openapi.json"
+        assert statuses[broken.url + "docs"] == 200
+        assert statuses[broken.url + "docs/swagger-ui-bundle.js"] == 404
+        _shot(page, shots, "10-docs-swagger-ui-missing")
+        assert errors == []  # the page's own script ran under its CSP without an error
+        page.close()

@@ -9,6 +9,7 @@ functions (FastAPI runs them in its thread pool): the Curator's calls block.
 
 import json
 import os
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..core.errors import StatcuratorError
 from ..query.sql import quiet_parser_warnings
-from ._core import CuratorService, jsonable
+from ._core import CuratorService, NotFound, jsonable
 from ._limits import RateLimiter, TooManyRequests
 from ._problems import PROBLEM_TYPE, TooLarge, Unauthorized, problem
 from ._store import Principal
@@ -41,6 +42,28 @@ __all__ = ["create_app", "app_from_environment", "CONFIG_ENV"]
 #: the configuration file a worker process reads (set by ``statcurator serve``)
 CONFIG_ENV = "STATCURATOR_SERVICE_CONFIG"
 STATIC = Path(__file__).parent / "static"
+#: Swagger UI's two files that /docs loads, each served at /docs/<name>: a fixed list, so
+#: nothing of a request's path reaches the file system
+SWAGGER_UI = {"swagger-ui-bundle.js": "text/javascript", "swagger-ui.css": "text/css"}
+
+
+def swagger_ui_file(name: str) -> Path | None:
+    """Where the installed Swagger UI's file ``name`` (a key of ``SWAGGER_UI``) is, or None
+    where it is missing (a broken install).
+
+    The files come from the ``fastapi-offline`` package, a dependency of the service, so that
+    /docs works without the internet:
+
+    >>> swagger_ui_file("swagger-ui.css").name
+    'swagger-ui.css'
+    """
+    try:
+        path = resources.files("fastapi_offline") / "static" / name
+    except ImportError:
+        return None
+    # an installed (not zipped) package is a folder: served as a file, with its validators
+    return path if isinstance(path, Path) and path.is_file() else None
+
 
 def _encodable(text: str) -> str:
     """Text a request may carry: encodable as UTF-8 (JSON's ``\\ud800`` escapes decode to lone
@@ -360,14 +383,18 @@ def create_app(service: CuratorService) -> FastAPI:
         return _json(service.attack(who, _dump(body)))
 
     # -- the API's documentation ------------------------------------------------------------
-    # Swagger UI from a CDN, pinned and checked by Subresource Integrity (docs.html), under a
-    # policy that lets nothing else run: the console keeps its token in this origin's
-    # sessionStorage, which a changed CDN script could otherwise read.
-    docs_csp = ("default-src 'none'; script-src 'self' https://cdn.jsdelivr.net; "
-                "style-src https://cdn.jsdelivr.net 'unsafe-inline'; img-src 'self' data:; "
+    # Swagger UI from the installed fastapi-offline package, served from this origin (no CDN:
+    # /docs works on an air-gapped network) under a policy that lets nothing else run or load:
+    # the console keeps its token in this origin's sessionStorage. Swagger UI's stylesheet
+    # draws its icons as data: images; its rendering (React) sets styles through the DOM,
+    # which a style-src without 'unsafe-inline' allows.
+    docs_csp = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src data:; "
                 "connect-src 'self'; frame-ancestors 'none'")
     docs_headers = {"Content-Security-Policy": docs_csp, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "no-referrer"}
+    # the files change only when fastapi-offline is upgraded (their URLs do not): cached for a
+    # day, so an upgrade reaches the browsers within a day
+    vendored_headers = {**docs_headers, "Cache-Control": "public, max-age=86400"}
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> Response:
@@ -377,6 +404,24 @@ def create_app(service: CuratorService) -> FastAPI:
     def docs_js() -> Response:
         return FileResponse(STATIC / "docs.js", media_type="text/javascript",
                             headers=docs_headers)
+
+    def swagger_ui(name: str) -> Response:
+        path = swagger_ui_file(name)
+        if path is None:  # /docs still answers: docs.js says what is wrong and links the schema
+            raise NotFound(f"Swagger UI's {name} is missing from this server's Python "
+                           "environment (the fastapi-offline package, a dependency of "
+                           "statcurator's service)",
+                           remedy="reinstall statcurator with its service dependencies "
+                                  "(pip install -e '.[service]') and restart the server")
+        return FileResponse(path, media_type=SWAGGER_UI[name], headers=vendored_headers)
+
+    @app.get("/docs/swagger-ui-bundle.js", include_in_schema=False)
+    def swagger_ui_js() -> Response:
+        return swagger_ui("swagger-ui-bundle.js")
+
+    @app.get("/docs/swagger-ui.css", include_in_schema=False)
+    def swagger_ui_css() -> Response:
+        return swagger_ui("swagger-ui.css")
 
     # -- the console ----------------------------------------------------------------------
     if config.server.console:
