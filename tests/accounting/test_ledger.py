@@ -630,6 +630,55 @@ def test_a_charge_from_remembered_rows_sees_another_writer(persistent_store: Sto
     other.close()
 
 
+
+def test_an_interrupt_after_a_charge_never_leaves_its_ledger_remembering_the_budget_before(
+        tmp_path):
+    """Review helper-42, finding 2: Ctrl-C (a KeyboardInterrupt, raised between any two
+    bytecodes of the main thread) landing on each line that runs after a charge's row is
+    durable — the rest of ``_write`` and the whole of ``_advance``, which records the row in
+    what the object remembers. The grant is ε=1 and the charge spends it all, so whatever the
+    interrupt cut short, the object's next charge must be refused: it must never decide from
+    the rows of before the charge (it did when the head was recorded before the rows)."""
+    import inspect
+    import sys
+
+    def lines(fn, after: str) -> list[tuple[object, int]]:
+        """The code lines of ``fn`` after the first that contains ``after``."""
+        src, first = inspect.getsourcelines(fn)
+        start = next(i for i, t in enumerate(src) if after in t)
+        return [(fn.__code__, first + i) for i in range(start + 1, len(src))
+                if src[i].strip() and not src[i].strip().startswith(("#", "except", "raise"))]
+
+    targets = lines(ledger_module.Ledger._write, after="self._append(row, work)")
+    targets += lines(ledger_module.Ledger._advance, after='"""Record in the view')
+    assert len(targets) >= 10
+    hit = 0
+    for n, (code, lineno) in enumerate(targets):
+        led = _fund(Ledger(tmp_path / f"l{n}.db"))
+        led.set_budget("alice", "adult", PureDP(1))
+        armed = [True]
+
+        def local(frame, event, arg, lineno=lineno, armed=armed):
+            if event == "line" and frame.f_lineno == lineno and armed[0]:
+                armed[0] = False
+                raise KeyboardInterrupt
+            return local
+
+        sys.settrace(lambda frame, event, arg, code=code, local=local:
+                     local if frame.f_code is code else None)
+        try:
+            _charge(led, "r1", PureDP(1))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        hit += not armed[0]
+        with pytest.raises(BudgetExceededError):
+            _charge(led, "r2", PureDP(1))
+        led.close()
+    assert hit >= 8  # the interrupt did land on (nearly) every line
+
+
 # -- invalid parameters leave the ledger untouched -------------------------------------------
 
 def _tampered():

@@ -87,6 +87,46 @@ def test_a_row_rewritten_under_an_open_ledger_is_detected(persistent_store: Stor
         trusting.charge("alice", "adult", PureDP(1), request_id="r3", query="q", mechanism="m")
 
 
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_rows_cut_after_an_audit_are_found_by_the_next_charge(persistent_store: Store,
+                                                              monkeypatch, keyed: bool):
+    """Review helper-42, finding 1: a long-lived ledger object (a service's) charges alice
+    half her grant; another process charges the other half; an admin's audit through the
+    first object counts the 5 rows; then the attacker cuts row 5 off the end. The object
+    remembers only its own row 4 as the head, which the store shows again: the rows must be
+    read (the audit saw further), and the cut is refused as a shrunk ledger instead of
+    refunding r2. Control: a ledger that trusts its storage spends the refunded half."""
+    kw = {"key": KEY} if keyed else {}
+
+    def attack() -> Ledger:
+        a = persistent_store.open(**kw)
+        a.set_dataset_budget("adult", PureDP(10))
+        a.set_budget("alice", "adult", PureDP(1))
+        a.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+                 mechanism="m")
+        with persistent_store.open(**kw) as b:
+            b.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r2", query="q",
+                     mechanism="m")
+        a.verify()  # the audit counts 5 rows (the control's trusts the store: none)
+        persistent_store.rewrite("DELETE FROM ledger WHERE seq = 5")
+        return a
+
+    a = attack()
+    with pytest.raises(LedgerTamperedError, match="shrank from 5 rows to 4"):
+        a.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r3", query="q",
+                 mechanism="m")
+    a.close()
+    _unverified(monkeypatch)  # the control, on a new ledger in the same store
+    persistent_store.schema = persistent_store.schema + "c"
+    persistent_store.path = persistent_store.path.with_name("control.db")
+    a = attack()
+    a.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r3", query="q",
+             mechanism="m")
+    assert persistent_store.spent() == 1  # the store shows r1 and r3: r2's half refunded
+    a.close()
+
+
 def test_a_deleted_row_is_detected(persistent_store: Store, monkeypatch):
     _spend_all(persistent_store)
     persistent_store.rewrite("DELETE FROM ledger WHERE seq = 4")

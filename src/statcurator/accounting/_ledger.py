@@ -760,10 +760,13 @@ class Ledger:
         the row this object last wrote or read (its ``seq`` and ``hash``: rows are only
         appended after it, so none was), the latest grant and dataset rows are the ones it
         remembers as of that row, and no charge holds the request id (else the replay is
-        read in full). None when any of that is unknown: the caller reads everything."""
+        read in full); and no read of this object went beyond that row (``_seen``: a
+        :meth:`verify` counted the rows, and the head must not fall back below them). None
+        when any of that is unknown: the caller reads everything."""
         view = self._view
-        if view is None or analyst is None or dataset is None or request_id is None:
-            return None
+        if (view is None or view.seq != self._seen or analyst is None or dataset is None
+                or request_id is None):
+            return None  # (_seen beyond the view: a verify() saw rows the view has not)
         grant = self._view_rows.get(("grant", analyst, dataset))
         data = self._view_rows.get(("dataset", dataset))
         if grant is None or data is None:
@@ -778,13 +781,14 @@ class Ledger:
         view, rows = self._view, self._view_rows
         if view is not None and view.seq >= row.seq:
             return  # another thread read or wrote further meanwhile: its view is newer
+        self._view = None  # no view until the rows are as of the new head (an interrupt)
         if view is None or view.seq != row.seq - 1 or len(rows) >= 4096:
             rows.clear()  # rows came between: what it knew may be stale
-        self._view = row
         if row.type in ("grant", "charge"):
             rows["grant", str(row.analyst), str(row.dataset)] = row
         if row.type in ("dataset_budget", "charge"):
             rows["dataset", str(row.dataset)] = row
+        self._view = row
 
     def _remember(self, row: LedgerEntry) -> None:
         if len(self._checked) >= 4096:
