@@ -560,6 +560,19 @@ def test_an_answer_is_written_without_a_read_on_every_backend(store: Store, monk
     led.close()
 
 
+def _state_reads(led: Ledger) -> list[object]:
+    """The arguments of every full state read ``led``'s backend makes from now on."""
+    reads: list[object] = []
+    real = led.backend.state
+
+    def counted(*a):
+        reads.append(a)
+        return real(*a)
+
+    led.backend.state = counted  # type: ignore[method-assign]
+    return reads
+
+
 def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Store):
     """An answer is appended at the position after the last row its ledger object knows,
     without reading first; when another process has appended since, that position is taken,
@@ -567,14 +580,7 @@ def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Sto
     mine, other = persistent_store.open(), persistent_store.open()
     _fund(mine).set_budget("alice", "adult", PureDP(1))
     _charge(mine, "r1", PureDP(Fraction(1, 10)))
-    reads: list[object] = []
-    real = mine.backend.state
-
-    def counted(*a):
-        reads.append(a)
-        return real(*a)
-
-    mine.backend.state = counted  # type: ignore[method-assign]
+    reads = _state_reads(mine)
     mine.store_answer("alice", "r1", "first")
     assert reads == []                                         # no other writer: no read
     _charge(mine, "r2", PureDP(Fraction(1, 10)))
@@ -601,14 +607,7 @@ def test_a_charge_from_remembered_rows_sees_another_writer(persistent_store: Sto
     budget again and again, every append losing its place, and never refuse the charge."""
     mine, other = persistent_store.open(timeout=0.5), persistent_store.open()
     _fund(mine).set_budget("alice", "adult", PureDP(1))
-    reads: list[object] = []
-    real = mine.backend.state
-
-    def counted(*a):
-        reads.append(a)
-        return real(*a)
-
-    mine.backend.state = counted  # type: ignore[method-assign]
+    reads = _state_reads(mine)
     _charge(mine, "r1", PureDP(Fraction(1, 2)))
     _charge(mine, "r2", PureDP(Fraction(1, 4)))
     assert reads == []                            # decided from the rows it remembers
