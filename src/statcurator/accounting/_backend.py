@@ -118,6 +118,18 @@ def answer_after(entry: LedgerEntry, head: LedgerEntry) -> bool:
         and entry.prev_hash == head.hash
 
 
+def head_of(rows: list[tuple[object, ...]]) -> tuple[int, str, bool] | None:
+    """What :meth:`LedgerBackend.head` returns from its statement's rows (seq, hash, charged).
+
+    >>> head_of([(7, "ab", 0)]), head_of([])
+    ((7, 'ab', False), None)
+    """
+    if not rows:
+        return None
+    seq, hash_, charged = rows[0]
+    return int(seq), str(hash_), bool(charged)  # type: ignore[call-overload]
+
+
 def entry_filter(mark: str, *, after: int, upto: int | None, analyst: str | None,
                  dataset: str | None, types: tuple[str, ...] | None) -> tuple[str, list[object]]:
     """The WHERE condition and parameters of :meth:`LedgerBackend.entries`, with the

@@ -36,6 +36,7 @@ from ._backend import (
     answer_after,
     check_timeout,
     entry_filter,
+    head_of,
 )
 
 __all__ = ["PostgresBackend"]
@@ -205,13 +206,10 @@ class PostgresBackend(LedgerBackend):
 
     def head(self, analyst: str, request_id: str) -> tuple[int, str, bool] | None:
         q = self._q
-        rows = self._run(f"SELECT seq, hash, EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' "
-                         "AND analyst = %(a)s AND request_id = %(r)s) "
-                         f"FROM {q} ORDER BY seq DESC LIMIT 1", {"a": analyst, "r": request_id})
-        if not rows:
-            return None
-        seq, hash_, charged = rows[0]
-        return int(seq), str(hash_), bool(charged)
+        return head_of(self._run(
+            f"SELECT seq, hash, EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' "
+            "AND analyst = %(a)s AND request_id = %(r)s) "
+            f"FROM {q} ORDER BY seq DESC LIMIT 1", {"a": analyst, "r": request_id}))
 
     #: an append is a round trip to the server (and its commit): it runs beside the engine
     overlaps_appends = True

@@ -35,6 +35,7 @@ from ._backend import (
     answer_after,
     check_timeout,
     entry_filter,
+    head_of,
 )
 
 __all__ = ["SQLiteBackend", "APPLICATION_ID", "SCHEMA_VERSION"]
@@ -301,11 +302,7 @@ class SQLiteBackend(LedgerBackend):
         return found
 
     def head(self, analyst: str, request_id: str) -> tuple[int, str, bool] | None:
-        rows = self._rows(_HEAD, (analyst, request_id))
-        if not rows:
-            return None
-        seq, hash_, charged = rows[0]
-        return int(seq), str(hash_), bool(charged)  # type: ignore[call-overload]
+        return head_of(self._rows(_HEAD, (analyst, request_id)))
 
     @property
     def overlaps_appends(self) -> bool:  # type: ignore[override]
