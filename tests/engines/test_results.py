@@ -55,11 +55,12 @@ def test_key_sets_equal_in_python_but_not_in_sql_are_not_confused() -> None:
        lq=st.integers(-(2**30), 0), uq=st.integers(0, 2**30))
 def test_centred_terms_from_raw_moments_are_the_centred_sums(qs, lq, uq) -> None:
     """The SQL engines return COUNT(q), SUM(q) (and SUM(q*q)) for a centred term; the
-    combination is exact: the same integer as summing 2q - c (and its square) row by row."""
+    combination is exact: the same integer as summing 2q - c (and its square) row by row.
+    A column two terms share is computed once: COUNT(*), COUNT(q), SUM(q), SUM(q*q)."""
     q = Quantized(Col("t", "x"), 0, lq, uq, integral=True, real=False)
     terms = (Term("rows"), Term("centered", q), Term("centered_sq", q), Term("sum", q))
     plan = EnginePlan(Scan("t", "t"), (), (), None, terms)
-    row = (len(qs), len(qs), sum(qs), len(qs), sum(qs), sum(x * x for x in qs), sum(qs))
+    row = (len(qs), len(qs), sum(qs), sum(x * x for x in qs))
     c = lq + uq
     assert result_from_rows(plan, [row], []).groups[()] == (
         len(qs), sum(2 * x - c for x in qs), sum((2 * x - c) ** 2 for x in qs), sum(qs))
@@ -80,3 +81,20 @@ def test_a_lone_centred_term_by_a_text_key_is_combined_not_read_as_one_column() 
     rows = [("a", 3, 12), ("b", 0, None), ("c", 1, 1)]
     assert result_from_rows(plan, rows, []).groups == {("a",): (2 * 12 - 10 * 3,),
                                                        ("b",): (0,)}
+
+
+def test_an_aggregate_two_terms_ask_for_is_one_column_of_the_sql() -> None:
+    """A mean asks for COUNT(q) twice (its count and its centred sum's first moment): the
+    statement computes it once, and each term reads it from there."""
+    from statcurator.engines.base import term_columns
+    from statcurator.engines.sqlgen import plan_statements
+
+    q = Quantized(Col("t", "x"), 0, 0, 10, integral=True, real=False)
+    r = Quantized(Col("t", "y"), 0, 0, 10, integral=True, real=False)
+    terms = (Term("valid", q), Term("centered", q), Term("valid", r), Term("sum", q))
+    plan = EnginePlan(Scan("t", "t"), (), (), None, terms)
+    assert term_columns(terms)[1] == ((0,), (0, 1), (2,), (1,))
+    main, _ = plan_statements(plan, "00")
+    assert main.sql().count("COUNT(q0)") == 1 and main.sql().count("SUM(q0)") == 1
+    # columns COUNT(q0) = 3, SUM(q0) = 12, COUNT(q1) = 2
+    assert result_from_rows(plan, [(3, 12, 2)], []).groups[()] == (3, 2 * 12 - 10 * 3, 2, 12)

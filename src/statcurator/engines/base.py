@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import DataError
-from ..query.relational import EnginePlan, ExactResult
+from ..query.relational import EnginePlan, ExactResult, Term
 
 if TYPE_CHECKING:
     from ..core.schema import TableMeta
 
-__all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "sql_text", "encode_field"]
+__all__ = ["TableSource", "Engine", "row_hash", "result_from_rows", "term_columns", "sql_text",
+           "encode_field"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,39 @@ def row_hash(salt: str, parts: list[Any], real: list[bool] | None = None) -> str
 #: the raw moments a SQL engine returns for a centred term, in this order:
 #: ``centered`` COUNT(q), SUM(q); ``centered_sq`` COUNT(q), SUM(q), SUM(q*q)
 RAW_MOMENTS = {"centered": 2, "centered_sq": 3}
+#: the columns of the terms over one quantized input (raw moments: COUNT(q), SUM(q), SUM(q*q))
+_MOMENT_COLUMNS = {"valid": ("count",), "sum": ("sum",), "centered": ("count", "sum"),
+                   "centered_sq": ("count", "sum", "sum_sq")}
+
+
+def term_columns(terms: tuple[Term, ...]) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]]:
+    """The aggregate columns that the SQL engines compute for ``terms``, each once, and the
+    positions of each term's columns among them. A mean's count and the count among its
+    centred sum's raw moments (:data:`RAW_MOMENTS`) are one ``COUNT(q)``: DuckDB computes
+    an aggregate asked for twice twice.
+
+    >>> from statcurator.query.expr import Col
+    >>> from statcurator.query.relational import Quantized
+    >>> q = Quantized(Col("x", "t"), 0, 0, 10, integral=True, real=False)
+    >>> columns, where = term_columns((Term("valid", q), Term("centered", q)))
+    >>> [c[0] for c in columns], where
+    (['count', 'sum'], ((0,), (0, 1)))
+    """
+    if len(terms) == 1:  # nothing to share (the common case: the input is not hashed)
+        (t,) = terms
+        keys = _column_keys(t)
+        return keys, (tuple(range(len(keys))),)
+    cols: dict[tuple[Any, ...], int] = {}
+    where = tuple(tuple(cols.setdefault(k, len(cols)) for k in _column_keys(t)) for t in terms)
+    return tuple(cols), where
+
+
+def _column_keys(t: Term) -> tuple[tuple[Any, ...], ...]:
+    """What each column of a term computes (equal keys: the same aggregate)."""
+    moments = _MOMENT_COLUMNS.get(t.kind)
+    if moments is not None:
+        return tuple((m, t.input) for m in moments)
+    return ((t.kind, t.input, t.input2),)
 
 
 def from_moments(kind: str, center: int, m: list[int]) -> int:
@@ -268,15 +302,16 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
         listed = checks[0][1].plain
         groups = {(k,): (0 if v is None else int(v),) for k, v in rows if k in listed}
     else:
-        width = [RAW_MOMENTS.get(t.kind, 1) for t in plan.terms]
-        ncols = sum(width)
-        moments = ncols != nt
+        columns, where = term_columns(plan.terms)
+        ncols = len(columns)
+        # one column per term, in order: read as they are; else combined (shared, moments)
+        direct = ncols == nt and all(len(at) == 1 for at in where)
         for r in rows:
             key = tuple(r[:nk])
             if not checks or keep(key):
                 vals = [0 if v is None else int(v) for v in r[nk:nk + ncols]]
-                if moments:
-                    vals = _combined(plan, width, vals)
+                if not direct:
+                    vals = _combined(plan, where, vals)
                 groups[key] = tuple(vals)
     hists = []
     for hr in hist_rows:
@@ -289,15 +324,16 @@ def result_from_rows(plan: EnginePlan, rows: list, hist_rows: list) -> ExactResu
     return ExactResult(plan.key_names, groups, tuple(hists))
 
 
-def _combined(plan: EnginePlan, width: list[int], vals: list[int]) -> list[int]:
-    """One group's term values from its columns (raw moments combined)."""
-    out, at = [], 0
-    for t, w in zip(plan.terms, width, strict=True):
-        if w == 1:
-            out.append(vals[at])
+def _combined(plan: EnginePlan, where: tuple[tuple[int, ...], ...],
+              vals: list[int]) -> list[int]:
+    """One group's term values from its columns (at the positions :func:`term_columns`
+    gives; raw moments combined)."""
+    out = []
+    for t, at in zip(plan.terms, where, strict=True):
+        if t.kind in RAW_MOMENTS:
+            out.append(from_moments(t.kind, t.input.center, [vals[p] for p in at]))
         else:
-            out.append(from_moments(t.kind, t.input.center, vals[at:at + w]))
-        at += w
+            out.append(vals[at[0]])
     return out
 
 
