@@ -8,10 +8,20 @@ with the limit off and shows every request admitted.
 
 The HTTP tests use a refill rate of 1/1000 per second, so that no request is refilled while a
 test runs (deterministic); the bucket's arithmetic over time is tested with a fake clock.
+
+The same flood spread over several worker processes: each worker used to keep its own
+buckets, so N workers admitted N bursts. The workers of one server now share one bucket file;
+the control (each process with its own buckets, as before) admits the burst once per process.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import json
+import multiprocessing
+import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +29,14 @@ import pytest
 
 from statcurator.service import CuratorService, ServiceConfig
 from statcurator.service._config import ConfigError
-from statcurator.service._limits import RateLimiter, TooManyRequests
+from statcurator.service._limits import (
+    RateLimiter,
+    SharedBuckets,
+    TooManyRequests,
+    bucket_file,
+)
 
-from .conftest import write_config
+from .conftest import start_server, write_config
 
 DRY = {"sql": "SELECT COUNT(*) AS n FROM adult", "epsilon": 0.1}
 
@@ -184,3 +199,88 @@ def test_a_tiny_rate_is_refused_and_a_wait_is_never_infinite() -> None:
     with pytest.raises(TooManyRequests) as e:
         limits.check("a")
     assert e.value.retry_after == 86_400.0
+
+
+# -- one set of buckets for all the worker processes -------------------------------------------
+
+def _flood(path: str | None, n: int, start, results) -> None:
+    """One worker process: ``n`` requests of alice, at the same moment as the others."""
+    limits = RateLimiter(0.001, 5, shared=SharedBuckets(path) if path else None)
+    start.wait(30)
+    results.put(sum(limits.admit("alice") == 0.0 for _ in range(n)))
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "control-own-buckets"])
+def test_worker_processes_admit_one_burst_between_them(tmp_path: Path, shared: bool) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    path = str(bucket_file(tmp_path)) if shared else None
+    start, results = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_flood, args=(path, 20, start, results)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    start.set()
+    admitted = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    # three workers, a burst of 5: five requests in all; each worker's own buckets: 15
+    assert sum(admitted) == (5 if shared else 15), admitted
+
+
+def test_a_full_table_falls_back_to_the_workers_own_bucket(tmp_path: Path) -> None:
+    path = bucket_file(tmp_path, slots=2)
+    a = RateLimiter(0.001, 1, shared=SharedBuckets(path))
+    b = RateLimiter(0.001, 1, shared=SharedBuckets(path))
+    assert [a.admit(x) for x in ("alice", "bob", "carol")] == [0.0, 0.0, 0.0]
+    assert b.admit("alice") > 0 and b.admit("bob") > 0  # shared: already spent in a
+    assert b.admit("carol") == 0.0  # no room: b's own bucket (a's was its own too)
+    assert a.admit("carol") > 0
+
+
+def test_a_forked_child_locks_the_file_through_its_own_descriptor(tmp_path: Path) -> None:
+    shared = SharedBuckets(bucket_file(tmp_path))
+    limits = RateLimiter(0.001, 2, shared=shared)
+    assert limits.admit("alice") == 0.0
+    fd_before = shared._fd
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the second request of the burst, then none
+        try:
+            os.write(write, json.dumps([limits.admit("alice"), limits.admit("alice") > 0,
+                                        shared._fd != fd_before]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as f:
+        assert json.loads(f.read()) == [0.0, True, True]
+    assert limits.admit("alice") > 0  # the child spent the burst's second request
+
+
+def test_a_file_that_is_not_a_bucket_file_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.write_bytes(b"\0" * 64)
+    with pytest.raises(ValueError, match="not a statcurator rate-limit bucket file"):
+        SharedBuckets(other)
+
+
+def _get(url: str, token: str, n: int) -> list[int]:
+    codes = []
+    for _ in range(n):  # a new connection each time: the workers share them out
+        req = urllib.request.Request(url + "v1/me", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                codes.append(r.status)
+        except urllib.error.HTTPError as e:
+            codes.append(e.code)
+    return codes
+
+
+@pytest.mark.slow
+def test_a_server_with_two_workers_admits_the_burst_once(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "curator.toml", "sqlite",
+                          server={"requests_per_second": 0.001, "burst": 6})
+    with start_server(config, workers=2) as server, cf.ThreadPoolExecutor(5) as pool:
+        codes = [c for f in [pool.submit(_get, server.url, server.admin_token, 8)
+                             for _ in range(5)] for c in f.result()]
+    # the health checks before the flood were anonymous; the admin's six, then 429s
+    assert codes.count(200) == 6 and codes.count(429) == 34, codes

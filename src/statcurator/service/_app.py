@@ -33,7 +33,7 @@ from .. import __version__
 from ..core.errors import StatcuratorError
 from ..query.sql import quiet_parser_warnings
 from ._core import CuratorService, NotFound, jsonable
-from ._limits import RateLimiter, TooManyRequests
+from ._limits import BUCKETS_ENV, RateLimiter, SharedBuckets, TooManyRequests
 from ._problems import PROBLEM_TYPE, TooLarge, Unauthorized, problem
 from ._store import Principal
 
@@ -160,8 +160,9 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 # -- the app ----------------------------------------------------------------------------------
 
-def create_app(service: CuratorService) -> FastAPI:
-    """The FastAPI app serving ``service`` (API under ``/v1``, console at ``/``)."""
+def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None) -> FastAPI:
+    """The FastAPI app serving ``service`` (API under ``/v1``, console at ``/``); its rate
+    limits in ``buckets`` when the server's worker processes share them."""
     # sqlglot's warnings before a refusal of unreadable SQL (the problem response says it,
     # with a remedy) would fill the server's log with analysts' text
     quiet_parser_warnings()
@@ -175,7 +176,8 @@ def create_app(service: CuratorService) -> FastAPI:
         docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = service
     bearer = HTTPBearer(auto_error=False, description="An API token (sct_...).")
-    limits = RateLimiter(config.server.requests_per_second, config.server.burst)
+    limits = RateLimiter(config.server.requests_per_second, config.server.burst,
+                         shared=buckets)
     app.state.limits = limits
 
     def principal(credentials: Annotated[HTTPAuthorizationCredentials | None,
@@ -515,6 +517,10 @@ def app_from_environment() -> FastAPI:
     path = os.environ.get(CONFIG_ENV) or None
     service = CuratorService.from_config(ServiceConfig.load(path), initialize=False)
     install_fault(service)
-    app = create_app(service)
+    shared = os.environ.get(BUCKETS_ENV)  # the server's one set of rate-limit buckets
+    buckets = SharedBuckets(shared) if shared else None
+    app = create_app(service, buckets=buckets)
     app.router.on_shutdown.append(service.close)
+    if buckets is not None:
+        app.router.on_shutdown.append(buckets.close)
     return app

@@ -63,7 +63,7 @@ class ServerConfig:
     #: the most groups one answer may have (the product of its GROUP BY key sets): a query
     #: that reads no data costs no budget, so this is what bounds its memory and time
     max_groups: int = 100_000
-    #: each identity's request rate limit (a token bucket per worker process): this many
+    #: each identity's request rate limit (one token bucket, shared by the workers): this many
     #: requests per second on average, ``burst`` at once; 0 turns the limit off
     requests_per_second: float = 50.0
     burst: int = 100

@@ -10,8 +10,12 @@ records nothing. Requests without a valid token are refused (401) before they re
 bucket, so only the analysts the curator created ever hold one: the table of buckets cannot
 be grown from outside.
 
-The buckets live in each worker process: with ``server.workers = N`` an analyst whose
-requests are spread over the workers may make up to N times the rate.
+One server has one set of buckets, however many worker processes it runs: ``statcurator
+serve`` with ``server.workers`` > 1 creates a bucket file (:func:`bucket_file`, in a private
+temporary folder, removed when the server stops) that every worker maps
+(:class:`SharedBuckets`), so an analyst whose requests are spread over N workers still gets
+the rate once, not N times. A bucket is updated under the file's lock; a table full of other
+identities (more than :data:`SLOTS` of them) falls back to the worker's own bucket.
 
 >>> clock = [0.0]
 >>> limits = RateLimiter(rate=2, burst=3, clock=lambda: clock[0])
@@ -25,14 +29,25 @@ requests are spread over the workers may make up to N times the rate.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import mmap
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ..core.errors import StatcuratorError
 
-__all__ = ["RateLimiter", "TooManyRequests"]
+try:  # POSIX: the bucket file's lock
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: each worker keeps its own buckets
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["RateLimiter", "TooManyRequests", "SharedBuckets", "bucket_file", "SLOTS",
+           "BUCKETS_ENV"]
 
 
 #: the longest wait a refusal names (seconds): a day, whatever the configured rate
@@ -54,17 +69,24 @@ class TooManyRequests(StatcuratorError):
 class RateLimiter:
     """Token buckets, one per identity: ``rate`` requests per second on average, at most
     ``burst`` at once (``rate`` 0: no limit). Thread-safe (the app's routes run on a thread
-    pool)."""
+    pool). With ``shared`` (a :class:`SharedBuckets`), the buckets are the ones every
+    process mapping the same file sees.
+
+    The clock must be the same for every process that shares buckets: ``time.monotonic``
+    (the system's monotonic clock) by default."""
 
     def __init__(self, rate: float, burst: int, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shared: SharedBuckets | None = None) -> None:
         if not (math.isfinite(rate) and rate >= 0) or burst < 1:
             raise ValueError(f"a rate limit needs rate >= 0 and burst >= 1, got {rate}, {burst}")
         self.rate = float(rate)
         self.burst = int(burst)
+        self.shared = shared
         self._clock = clock
         self._lock = threading.Lock()
-        #: identity -> (requests left in the bucket, when it was last filled)
+        #: identity -> (requests left in the bucket, when it was last filled); with
+        #: ``shared``, only the identities its full table had no room for
         self._buckets: dict[str, tuple[float, float]] = {}
 
     @property
@@ -77,14 +99,23 @@ class RateLimiter:
         if not self.enabled:
             return 0.0
         with self._lock:
-            now = self._clock()
-            left, since = self._buckets.get(identity, (float(self.burst), now))
-            left = min(float(self.burst), left + max(now - since, 0.0) * self.rate)
-            if left >= 1.0:
-                self._buckets[identity] = (left - 1.0, now)
-                return 0.0
-            self._buckets[identity] = (left, now)
-            return min((1.0 - left) / self.rate, _LONGEST_WAIT)
+            if self.shared is not None:
+                wait = self.shared.update(identity, self._take)
+                if wait is not None:
+                    return wait
+            state, wait = self._take(self._buckets.get(identity))
+            self._buckets[identity] = state
+            return wait
+
+    def _take(self, state: tuple[float, float] | None) -> tuple[tuple[float, float], float]:
+        """A bucket after one request (``state``: None for a new, full bucket), and the wait
+        (0.0: admitted)."""
+        now = self._clock()
+        left, since = state if state is not None else (float(self.burst), now)
+        left = min(float(self.burst), left + max(now - since, 0.0) * self.rate)
+        if left >= 1.0:
+            return (left - 1.0, now), 0.0
+        return (left, now), min((1.0 - left) / self.rate, _LONGEST_WAIT)
 
     def check(self, identity: str) -> None:
         """:meth:`admit`, raising :class:`TooManyRequests` when the request must wait."""
@@ -99,3 +130,98 @@ class RateLimiter:
                        "requests out, or ask the curator to raise server.requests_per_second "
                        "or server.burst",
                 retry_after=seconds)
+
+
+# -- one set of buckets for all the worker processes of a server ------------------------------
+
+#: the environment variable that names the bucket file to a worker process
+BUCKETS_ENV = "STATCURATOR_RATE_BUCKETS"
+#: identities a bucket file holds (24 bytes each: 1.5 MiB)
+SLOTS = 65_536
+_MAGIC = b"scbucket"
+_HEADER = struct.Struct("<8sQ")  # magic, slots
+_SLOT = struct.Struct("<Qdd")  # identity's hash (0: free), requests left, when filled
+
+
+def bucket_file(folder: str | os.PathLike[str], slots: int = SLOTS) -> Path:
+    """Create an empty bucket file in ``folder`` (readable by this user only); its path.
+
+    >>> import tempfile
+    >>> path = bucket_file(tempfile.mkdtemp(), slots=4)
+    >>> path.stat().st_size, oct(path.stat().st_mode & 0o777)
+    (112, '0o600')
+    """
+    path = Path(folder) / "rate-buckets"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.ftruncate(fd, _HEADER.size + slots * _SLOT.size)
+        os.pwrite(fd, _HEADER.pack(_MAGIC, slots), 0)
+    finally:
+        os.close(fd)
+    return path
+
+
+class SharedBuckets:
+    """The buckets in a file made by :func:`bucket_file`, shared by every process that maps
+    it: a table of identities' hashes (open addressing), each bucket read and written under
+    the file's exclusive lock (``flock``). A process that forks opens the file again in the
+    child (a lock taken through an inherited descriptor would be the parent's).
+
+    >>> import tempfile
+    >>> path = bucket_file(tempfile.mkdtemp(), slots=4)
+    >>> a = RateLimiter(1e-3, 2, shared=SharedBuckets(path))
+    >>> b = RateLimiter(1e-3, 2, shared=SharedBuckets(path))   # another worker
+    >>> a.admit("alice"), b.admit("alice"), a.admit("alice") > 0, b.admit("bob")
+    (0.0, 0.0, True, 0.0)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        if fcntl is None:  # pragma: no cover - Windows
+            raise OSError("shared rate-limit buckets need POSIX file locks (fcntl)")
+        self.path = Path(path)
+        self._pid = -1
+        self._open()
+
+    def _open(self) -> None:
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            table = mmap.mmap(fd, size) if size >= _HEADER.size else None
+        except BaseException:
+            os.close(fd)
+            raise
+        magic, slots = _HEADER.unpack_from(table, 0) if table is not None else (b"", 0)
+        if magic != _MAGIC or slots < 1 or size != _HEADER.size + slots * _SLOT.size:
+            if table is not None:
+                table.close()
+            os.close(fd)
+            raise ValueError(f"{self.path} is not a statcurator rate-limit bucket file")
+        self._fd, self._table, self._slots, self._pid = fd, table, int(slots), os.getpid()
+
+    def update(self, identity: str,
+               take: Callable[[tuple[float, float] | None], tuple[tuple[float, float], float]]
+               ) -> float | None:
+        """Replace ``identity``'s bucket by ``take(bucket)[0]`` (None: it has none yet) under
+        the lock; returns ``take(...)[1]``, or None when the table has no room for it."""
+        if os.getpid() != self._pid:  # a forked child: its own descriptor, its own lock
+            self._open()
+        key = int.from_bytes(hashlib.blake2b(identity.encode("utf-8", "surrogatepass"),
+                                             digest_size=8).digest(), "little") or 1
+        table, slots = self._table, self._slots
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            for probe in range(slots):
+                at = _HEADER.size + (key + probe) % slots * _SLOT.size
+                found, left, since = _SLOT.unpack_from(table, at)
+                if found == key or found == 0:
+                    state, wait = take((left, since) if found == key else None)
+                    _SLOT.pack_into(table, at, key, *state)
+                    return wait
+            return None
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._pid == os.getpid():
+            self._table.close()
+            os.close(self._fd)

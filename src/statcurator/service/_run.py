@@ -10,7 +10,9 @@ configuration (:func:`~statcurator.service._app.app_from_environment`).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +48,7 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
     import uvicorn
 
     from ..cli._common import emit, print_json
+    from . import _limits
     from ._app import CONFIG_ENV, create_app
 
     config = ServiceConfig.load(config_path)
@@ -81,6 +84,7 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
     import sys
 
     sys.stdout.flush()
+    shared: str | None = None  # the folder of the workers' shared rate-limit buckets
     try:
         if server.workers == 1:
             from ._faults import install_fault
@@ -94,6 +98,10 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
             svc = None
             os.environ[CONFIG_ENV] = str(Path(config_path).resolve()) if config_path else ""
             _env_overrides(host, port, workers)
+            if server.requests_per_second > 0 and _limits.fcntl is not None:
+                # one set of rate-limit buckets for all the workers (POSIX file locks)
+                shared = tempfile.mkdtemp(prefix="statcurator-limits-")
+                os.environ[_limits.BUCKETS_ENV] = str(_limits.bucket_file(shared))
             # uvicorn's own worker processes, on the socket bound above (fd)
             uvicorn.run("statcurator.service._app:app_from_environment", factory=True,
                         workers=server.workers, fd=sock.fileno(), log_level="warning",
@@ -102,6 +110,9 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
         sock.close()
         if svc is not None:
             svc.close()
+        if shared is not None:
+            os.environ.pop(_limits.BUCKETS_ENV, None)
+            shutil.rmtree(shared, ignore_errors=True)
 
 
 def _env_overrides(host: str | None, port: int | None, workers: int | None) -> None:
