@@ -256,6 +256,63 @@ def test_a_forked_child_locks_the_file_through_its_own_descriptor(tmp_path: Path
     assert limits.admit("alice") > 0  # the child spent the burst's second request
 
 
+def test_a_file_system_without_locks_falls_back_to_the_workers_own_bucket(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flock() that fails (ENOLCK: NFS mounted without locks) used to raise out of every
+    authenticated request (a 500)."""
+    import errno
+
+    from statcurator.service import _limits
+
+    shared = SharedBuckets(bucket_file(tmp_path))
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(_limits.fcntl, "flock", no_locks)
+    limits = RateLimiter(0.001, 2, shared=shared)
+    assert [limits.admit("alice") for _ in range(2)] == [0.0, 0.0]
+    assert limits.admit("alice") > 0 and limits._buckets  # its own bucket, still a limit
+
+
+def test_a_crowded_table_is_searched_a_bounded_number_of_slots(tmp_path: Path) -> None:
+    """Past the table's room every request of a new identity scanned all 65,536 slots under
+    the server-wide lock (9 ms each); the search now stops after _PROBES slots."""
+    import hashlib
+
+    from statcurator.service._limits import _HEADER, _PROBES, _SLOT
+
+    slots = 4 * _PROBES
+    shared = SharedBuckets(bucket_file(tmp_path, slots=slots))
+    take = RateLimiter(0.001, 1)._take
+    home = int.from_bytes(hashlib.blake2b(b"newcomer", digest_size=8).digest(), "little")
+    far = (home + 2 * _PROBES) % slots  # free, but beyond the search
+    for i in range(slots):  # every other slot taken by someone else
+        if i != far:
+            _SLOT.pack_into(shared._table, _HEADER.size + i * _SLOT.size, 10**6 + i, 1.0, 0.0)
+    assert shared.update("newcomer", take) is None  # the worker's own bucket, then
+    _SLOT.pack_into(shared._table, _HEADER.size + (home + _PROBES - 1) % slots * _SLOT.size,
+                    0, 0.0, 0.0)  # a free slot within the search is found
+    assert shared.update("newcomer", take) == 0.0
+
+
+def test_a_worker_ignores_a_bucket_file_when_the_limit_is_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale variable (another server's, or a limit turned off) made every worker die at
+    start and uvicorn restart it for ever."""
+    from statcurator.core.errors import StatcuratorError
+    from statcurator.service._app import _shared_buckets
+    from statcurator.service._limits import BUCKETS_ENV
+
+    monkeypatch.setenv(BUCKETS_ENV, str(tmp_path / "missing"))
+    off = ServiceConfig.parse({"server": {"requests_per_second": 0}}, env={})
+    assert _shared_buckets(off) is None
+    on = ServiceConfig.parse({}, env={})
+    with pytest.raises(StatcuratorError, match="cannot be used") as e:
+        _shared_buckets(on)
+    assert BUCKETS_ENV in e.value.remedy
+
+
 def test_a_file_that_is_not_a_bucket_file_is_refused(tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.write_bytes(b"\0" * 64)

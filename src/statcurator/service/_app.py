@@ -515,12 +515,28 @@ def app_from_environment() -> FastAPI:
     from ._faults import install_fault
 
     path = os.environ.get(CONFIG_ENV) or None
-    service = CuratorService.from_config(ServiceConfig.load(path), initialize=False)
+    config = ServiceConfig.load(path)
+    buckets = _shared_buckets(config)
+    service = CuratorService.from_config(config, initialize=False)
     install_fault(service)
-    shared = os.environ.get(BUCKETS_ENV)  # the server's one set of rate-limit buckets
-    buckets = SharedBuckets(shared) if shared else None
     app = create_app(service, buckets=buckets)
     app.router.on_shutdown.append(service.close)
     if buckets is not None:
         app.router.on_shutdown.append(buckets.close)
     return app
+
+
+def _shared_buckets(config: Any) -> SharedBuckets | None:
+    """The rate-limit buckets ``statcurator serve`` made for all its workers (None: the
+    limit is off, or this worker keeps its own)."""
+    shared = os.environ.get(BUCKETS_ENV)
+    if not shared or config.server.requests_per_second <= 0:
+        return None
+    try:
+        return SharedBuckets(shared)
+    except (OSError, ValueError) as e:
+        raise StatcuratorError(
+            f"the rate-limit bucket file {shared} (${BUCKETS_ENV}) cannot be used: {e}",
+            remedy=f"start the server with `statcurator serve`, which makes that file; to run "
+                   f"a worker by hand, unset {BUCKETS_ENV} (each worker then keeps its own "
+                   "buckets)") from e

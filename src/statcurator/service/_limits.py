@@ -14,17 +14,15 @@ One server has one set of buckets, however many worker processes it runs: ``stat
 serve`` with ``server.workers`` > 1 creates a bucket file (:func:`bucket_file`, in a private
 temporary folder, removed when the server stops) that every worker maps
 (:class:`SharedBuckets`), so an analyst whose requests are spread over N workers still gets
-the rate once, not N times. A bucket is updated under the file's lock; a table full of other
-identities (more than :data:`SLOTS` of them) falls back to the worker's own bucket.
+the rate once, not N times. A bucket is updated under the file's lock. An identity for
+which the table has no room (more than :data:`SLOTS` identities, or ``_PROBES`` taken slots
+where its bucket belongs), or a file that cannot be locked (a file system without locks),
+falls back to the worker's own bucket. Buckets are per server: several servers (on several
+machines, sharing a PostgreSQL ledger) each have their own.
 
->>> clock = [0.0]
->>> limits = RateLimiter(rate=2, burst=3, clock=lambda: clock[0])
->>> [limits.admit("alice") for _ in range(4)]          # the burst, then the fourth waits
-[0.0, 0.0, 0.0, 0.5]
->>> limits.admit("bob")                                # every identity has its own bucket
-0.0
->>> clock[0] = 0.5; limits.admit("alice")              # half a second refills one request
-0.0
+Requests without a token, or with a wrong one, reach no bucket: a flood of them is refused
+with 401 at the cost of one indexed lookup each, and is not rate-limited here (a reverse
+proxy's per-address limit is the place for that).
 """
 
 from __future__ import annotations
@@ -138,6 +136,9 @@ class RateLimiter:
 BUCKETS_ENV = "STATCURATOR_RATE_BUCKETS"
 #: identities a bucket file holds (24 bytes each: 1.5 MiB)
 SLOTS = 65_536
+#: the most slots an identity's bucket is looked for in (open addressing): a table full of
+#: other identities costs this many reads under the lock, not the whole table
+_PROBES = 64
 _MAGIC = b"scbucket"
 _HEADER = struct.Struct("<8sQ")  # magic, slots
 _SLOT = struct.Struct("<Qdd")  # identity's hash (0: free), requests left, when filled
@@ -202,15 +203,20 @@ class SharedBuckets:
                take: Callable[[tuple[float, float] | None], tuple[tuple[float, float], float]]
                ) -> float | None:
         """Replace ``identity``'s bucket by ``take(bucket)[0]`` (None: it has none yet) under
-        the lock; returns ``take(...)[1]``, or None when the table has no room for it."""
+        the lock; returns ``take(...)[1]``, or None when the table has no room for it near
+        its place, or the file cannot be locked (a file system without locks, ENOLCK): the
+        caller then uses its own bucket."""
         if os.getpid() != self._pid:  # a forked child: its own descriptor, its own lock
             self._open()
         key = int.from_bytes(hashlib.blake2b(identity.encode("utf-8", "surrogatepass"),
                                              digest_size=8).digest(), "little") or 1
         table, slots = self._table, self._slots
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            for probe in range(slots):
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except OSError:
+            return None
+        try:
+            for probe in range(min(slots, _PROBES)):
                 at = _HEADER.size + (key + probe) % slots * _SLOT.size
                 found, left, since = _SLOT.unpack_from(table, at)
                 if found == key or found == 0:

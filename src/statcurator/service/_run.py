@@ -98,6 +98,7 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
             svc = None
             os.environ[CONFIG_ENV] = str(Path(config_path).resolve()) if config_path else ""
             _env_overrides(host, port, workers)
+            os.environ.pop(_limits.BUCKETS_ENV, None)  # never another server's file
             if server.requests_per_second > 0 and _limits.fcntl is not None:
                 # one set of rate-limit buckets for all the workers (POSIX file locks)
                 shared = tempfile.mkdtemp(prefix="statcurator-limits-")
