@@ -80,6 +80,10 @@ QUERIES = [
     "SELECT COUNT(*) FROM main.people p WHERE p.age = '30' OR p.smoker = 1 OR p.score = TRUE",
     "SELECT sex, SUM(DISTINCT age), SUM(DISTINCT income), SUM(DISTINCT score) FROM people "
     "GROUP BY sex",
+    # -inf * 0.0 is a NaN with its sign set: DuckDB printed it '-nan' in the hashed fields of
+    # contribution bounding, the reference 'nan', and they kept different rows
+    "SELECT income * 0 AS z, COUNT(*) FROM people GROUP BY z",
+    "SELECT COUNT(DISTINCT income * 0.0), COUNT(DISTINCT income * -0.0) FROM people",
 ]
 
 UNITS = {"row": PrivacyUnit(), "person": PrivacyUnit("pid", max_rows=2, max_groups=1),
@@ -114,8 +118,18 @@ def compiled(sql, unit):
     return compile_query(parse_sql(sql, cat), cat)
 
 
+def _nan_free(value):
+    """``value`` with every NaN as one marker (NaN != NaN: two engines' NaN keys would never
+    compare equal)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "<NaN>"
+    if isinstance(value, tuple | list):
+        return type(value)(_nan_free(v) for v in value)
+    return value
+
+
 def assert_parity(engs, plan, salt):
-    results = [e.execute(plan, salt=salt).canonical() for e in engs]
+    results = [_nan_free(e.execute(plan, salt=salt).canonical()) for e in engs]
     for e, r in zip(engs[1:], results[1:], strict=True):
         assert r == results[0], f"{e.name} differs from {engs[0].name}"
 

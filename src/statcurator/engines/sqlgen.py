@@ -382,10 +382,13 @@ def encoded(text: exp.Expression) -> exp.Expression:
 
 def _field_text(e: exp.Expression, real: bool) -> exp.Expression:
     """The text of a hashed field; real values as the text of a DOUBLE with -0.0 made 0.0
-    (``x + 0.0``), so one group hashes alike however its key was computed."""
-    if real:
-        e = exp.Add(this=_cast(e, "DOUBLE"), expression=_double(0.0))
-    return _cast(e, "VARCHAR")
+    (``x + 0.0``) and every NaN ``nan`` (DuckDB prints a NaN whose sign bit is set, such as
+    ``-inf * 0``, as ``-nan``), so one group hashes alike however its key was computed."""
+    if not real:
+        return _cast(e, "VARCHAR")
+    x = exp.Add(this=_cast(e, "DOUBLE"), expression=_double(0.0))
+    return exp.Case(ifs=[exp.If(this=exp.IsNan(this=x.copy()), true=exp.Literal.string("nan"))],
+                    default=_cast(x, "VARCHAR"))
 
 
 def _hash(salt: str, fields: Sequence[exp.Expression]) -> exp.Expression:
