@@ -237,8 +237,8 @@ _MOMENT_COLUMNS = {"valid": ("count",), "sum": ("sum",), "centered": ("count", "
 def term_columns(terms: tuple[Term, ...]) -> tuple[tuple[Any, ...], tuple[tuple[int, ...], ...]]:
     """The aggregate columns that the SQL engines compute for ``terms``, each once, and the
     positions of each term's columns among them. A mean's count and the count among its
-    centred sum's raw moments (:data:`RAW_MOMENTS`) are one ``COUNT(q)``: DuckDB computes
-    an aggregate asked for twice twice.
+    centred sum's raw moments (:data:`RAW_MOMENTS`) are one ``COUNT(q)`` (DuckDB would
+    compute it once per mention).
 
     >>> from statcurator.query.expr import Col
     >>> from statcurator.query.relational import Quantized
