@@ -16,8 +16,16 @@ bound, certified and prepared once), against the same fresh exact queries.
 SQLite file ledger with every sync off (``synchronous=OFF``, no PRAGMA switching around the
 answer), to measure what the disk costs apart from SQLite's own work.
 
+``--phases`` also prints where a release's time goes (medians of timers around the
+release, the ledger's charge and the engine run; the timers add a few microseconds to the
+DP side): the front end (parse and compile), the release up to the charge (bind,
+certificate), the charge up to the engine (the ledger's decision, and with a file ledger the
+hand-off of its row to the writer thread), the engine run (beside the row's INSERT and fsync
+with a file ledger), the rest of the charge, and what follows it (noise, the release table,
+its JSON, the stored answer).
+
 Run: python benchmarks/dp_fresh_queries.py [--queries 1000]
-     [--ledger memory|sqlite|sqlite-nosync] [--cached] [--json]
+     [--ledger memory|sqlite|sqlite-nosync] [--cached] [--phases] [--json]
 """
 
 from __future__ import annotations
@@ -60,9 +68,48 @@ def queries(n: int) -> list[tuple[str, str]]:
     return out
 
 
-def run(n: int, ledger: str, cached: bool = False) -> dict:
+#: the phases of a release that --phases reports, in order
+PHASES = ("front end (parse, compile)", "release up to the charge", "charge up to the engine",
+          "engine run", "rest of the charge", "after the charge (noise, table, JSON, answer)")
+
+
+def _timed(marks: dict[str, float]) -> None:
+    """Record in ``marks`` when a release, its charge and its engine run start and end."""
+    import functools
+
+    import statcurator.accounting._ledger as ledger_module
+    import statcurator.curator as curator_module
+    import statcurator.engines.duckdb as duckdb_module
+
+    def timer(f, label):  # type: ignore[no-untyped-def]
+        @functools.wraps(f)
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            marks[label + "0"] = time.perf_counter()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                marks[label + "1"] = time.perf_counter()
+        return wrapped
+
+    for owner, name, label in ((curator_module.Query, "release", "release"),
+                               (ledger_module.Ledger, "charge", "charge"),
+                               (duckdb_module.DuckDBEngine, "execute", "engine")):
+        setattr(owner, name, timer(getattr(owner, name), label))
+
+
+def _phases(start: float, end: float, m: dict[str, float]) -> tuple[float, ...]:
+    return (m["release0"] - start, m["charge0"] - m["release0"], m["engine0"] - m["charge0"],
+            m["engine1"] - m["engine0"], m["charge1"] - m["engine1"], end - m["charge1"])
+
+
+def run(n: int, ledger: str, cached: bool = False, phases: bool = False) -> dict:
     import statcurator as sc
     from statcurator.core.measures import PureDP
+
+    marks: dict[str, float] = {}
+    if phases:
+        _timed(marks)
+    split: list[tuple[float, ...]] = []
 
     folder = tempfile.mkdtemp()
     path = None if ledger == "memory" else str(Path(folder) / "ledger.db")
@@ -92,10 +139,17 @@ def run(n: int, ledger: str, cached: bool = False) -> dict:
                 dp = fixed[i % 4]
             s = time.perf_counter()
             cur.sql(dp).release(epsilon=Fraction(1, 10), analyst="bench")
-            t_dp.append(time.perf_counter() - s)
+            e = time.perf_counter()
+            t_dp.append(e - s)
+            if phases:
+                split.append(_phases(s, e, marks))
     dp_ms, ex_ms = 1000 * statistics.median(t_dp), 1000 * statistics.median(t_ex)
-    return {"queries": n, "ledger": ledger, "cached": cached, "dp_ms": dp_ms, "duckdb_ms": ex_ms,
-            "ratio": dp_ms / ex_ms, "dp_per_s": 1000 / dp_ms, "duckdb_per_s": 1000 / ex_ms}
+    out = {"queries": n, "ledger": ledger, "cached": cached, "dp_ms": dp_ms, "duckdb_ms": ex_ms,
+           "ratio": dp_ms / ex_ms, "dp_per_s": 1000 / dp_ms, "duckdb_per_s": 1000 / ex_ms}
+    if phases:
+        out["phases_ms"] = {name: 1000 * statistics.median(p[i] for p in split)
+                            for i, name in enumerate(PHASES)}
+    return out
 
 
 def _without_sync(backend: object) -> None:
@@ -116,9 +170,11 @@ def main() -> None:
                     default="sqlite")
     ap.add_argument("--cached", action="store_true",
                     help="DP side: the same four texts again (a plan cache's best case)")
+    ap.add_argument("--phases", action="store_true",
+                    help="also print where a release's time goes (medians per phase)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    r = run(args.queries, args.ledger, args.cached)
+    r = run(args.queries, args.ledger, args.cached, args.phases)
     if args.json:
         print(json.dumps(r, indent=2))
         return
@@ -130,6 +186,11 @@ def main() -> None:
     print(f"  DuckDB alone   {r['duckdb_ms']:7.2f} ms  ({r['duckdb_per_s']:6.0f} queries/s)")
     print(f"  ratio          {r['ratio']:7.2f}x   target <= 2x: "
           f"{'ok' if r['ratio'] <= 2 else 'MISSED'}")
+    if "phases_ms" in r:
+        print("  phases of a DP release (medians, ms; they need not add up to the median "
+              "release):")
+        for name, ms in r["phases_ms"].items():
+            print(f"    {name:48s} {ms:6.3f}")
 
 
 if __name__ == "__main__":
