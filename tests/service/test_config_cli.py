@@ -110,3 +110,77 @@ def test_query_against_a_server_prints_what_the_local_command_prints(tmp_path: P
     assert again["replayed"] is True and again["rows"] == remote["rows"]
     assert "DP release: 2 row(s), cost ε=0.5" in text and "n interval" in text
     assert bad.exit_code == 2 and "token" in json.loads(bad.output)["problem"]
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["query", "--analyst", "bob", "SELECT COUNT(*) FROM adult"], "--analyst"),
+    (["query", "--ledger", "x.db", "SELECT COUNT(*) FROM adult"], "--ledger"),
+    (["query", "--metadata", "m.toml", "SELECT COUNT(*) FROM adult"], "--metadata"),
+    (["query", "--engine", "spark", "SELECT COUNT(*) FROM adult"], "--engine"),
+    (["query", "--input-separator", ";", "SELECT COUNT(*) FROM adult"], "--input-separator"),
+    (["budget", "show", "--analyst", "bob"], "--analyst"),
+    (["budget", "history", "--ledger", "x.db"], "--ledger"),
+])
+def test_options_the_server_would_ignore_are_refused(args, flag) -> None:
+    """With --server the token is the analyst and the server has its own ledger, data and
+    engine: an option that says otherwise is refused, before anything is sent (the URL below
+    answers nothing: an ignored option would end in "cannot reach the server")."""
+    server = ["--server", "http://127.0.0.1:9", "--token", "sct_x", "--json"]
+    extra = ["--epsilon", "1"] if args[0] == "query" else []
+    r = runner.invoke(app, [*args[:-1], *server, *extra, args[-1]] if args[0] == "query"
+                      else [*args, *server])
+    assert r.exit_code == 2
+    doc = json.loads(r.output)
+    assert doc["problem"].startswith(f"{flag} cannot be used with --server")
+    assert doc["remedy"].startswith(f"drop {flag}")
+    # the control: the same command without the option does try the server
+    plain = [a for i, a in enumerate(args) if a != flag and (i == 0 or args[i - 1] != flag)]
+    r = runner.invoke(app, [*plain[:-1], *server, *extra, plain[-1]] if args[0] == "query"
+                      else [*plain, *server])
+    assert r.exit_code == 2 and "cannot reach the server" in json.loads(r.output)["problem"]
+
+
+@pytest.mark.slow
+def test_budget_show_and_history_against_a_server(tmp_path: Path) -> None:
+    """An analyst's own grants and charges from a running server, as the local commands
+    show them from the server's ledger; and a server's refusal whose remedy names a request
+    field reaches the command line as its flag."""
+    config = write_config(tmp_path / "curator.toml", "sqlite")
+    sql = "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex"
+    with start_server(config) as server:
+        c = ["--config", str(config), "--json"]
+        token = json.loads(runner.invoke(app, ["analysts", "add", "dora", *c]).output)["token"]
+        remote = ["--server", server.url, "--token", token]
+        q = runner.invoke(app, ["query", *remote, "--epsilon", "0.25", "--request-id", "r1",
+                                "--json", sql])
+        assert q.exit_code == 0, q.output
+        shown = json.loads(runner.invoke(app, ["budget", "show", *remote, "--json"]).output)
+        history = json.loads(runner.invoke(app, ["budget", "history", *remote,
+                                                 "--json"]).output)
+        other = json.loads(runner.invoke(app, ["budget", "show", *remote, "--dataset",
+                                               "nope", "--json"]).output)
+        text = runner.invoke(app, ["budget", "show", *remote]).output
+        refused = runner.invoke(app, ["query", *remote, "--epsilon", "0.1", "--json",
+                                      "SELECT age, COUNT(*) FROM adult GROUP BY age"])
+        after = json.loads(runner.invoke(app, ["budget", "show", *remote, "--json"]).output)
+    ledger = ["--ledger", str(tmp_path / "ledger.db"), "--json"]
+    local = json.loads(runner.invoke(app, ["budget", "show", "--analyst", "dora",
+                                           *ledger]).output)
+    local_history = json.loads(runner.invoke(app, ["budget", "history", "--analyst", "dora",
+                                                   *ledger]).output)
+    assert shown["analyst"] == "dora" and len(shown["grants"]) == 1
+    mine, theirs = shown["grants"][0], local["grants"][0]
+    for key in ("dataset", "kind", "total", "spent", "remaining", "charges", "exhausted"):
+        assert mine[key] == theirs[key], key
+    assert mine["spent"] == "ε=0.25" and mine["dataset_remaining"] == "ε=9.75"
+    assert other["grants"] == []
+    assert "grants of dora" in text and "ε=0.75" in text
+    events = [(e["event"], e["amount"], e["request_id"]) for e in history["events"]]
+    assert events == [("grant set", "ε=1", None), ("charge", "ε=0.25", "r1")]
+    assert events == [(e["event"], e["amount"], e["request_id"])
+                      for e in local_history["events"]]
+    # the server's remedy names the request field "delta"; the command line says --delta
+    doc = json.loads(refused.output)
+    assert refused.exit_code == 2 and "--delta 1e-6" in doc["remedy"]
+    assert '"delta"' not in doc["remedy"]
+    assert after["grants"][0]["spent"] == "ε=0.25"  # the refusal charged nothing

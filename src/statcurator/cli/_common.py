@@ -36,7 +36,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 __all__ = ["console", "escape", "is_terminal", "emit", "print_table", "to_jsonable",
            "print_json", "exact_option", "fraction_option", "output_path", "TABLE_SUFFIXES",
            "writing", "analyst_of", "register_data", "show_ledger", "INPUT_SEPARATOR_ALIAS",
-           "cli_remedy", "handle_errors", "JSON_OPTION"]
+           "cli_remedy", "api_remedy", "keyword_form", "handle_errors", "JSON_OPTION"]
 
 
 # -- printing -------------------------------------------------------------------------------
@@ -330,6 +330,62 @@ def cli_remedy(text: str, flags: Mapping[str, str]) -> str:
         return f"{flags[m.group(1)]} {value}".rstrip()
 
     return re.sub(rf"(?<![\w.-])({names})=({_VALUE})", flag, text)
+
+
+_CLI_ASIDE = re.compile(r"\s*\(CLI:(?:[^()]|\([^()]*\))*\)")
+
+
+def api_remedy(text: str, fields: Iterable[str]) -> str:
+    """Rewrite a remedy written for Python callers for HTTP API callers: ``name=value``
+    becomes the JSON member ``"name": value`` for each request field in ``fields`` (strings
+    and lists in JSON's quotes); ``(Python: ...)`` and ``(CLI: ...)`` asides are dropped.
+
+    >>> f = ["delta", "algorithm", "qi", "nonnegative"]
+    >>> api_remedy("pass delta=1e-6 (charged)", f)
+    'pass "delta": 1e-6 (charged)'
+    >>> api_remedy("use algorithm='optimal'; pass qi=['age', 'sex'] or qi=[...] (CLI: --qi a,b)", f)
+    'use "algorithm": "optimal"; pass "qi": ["age", "sex"] or "qi": [...]'
+    >>> api_remedy("pass nonnegative=True (Python: q.release(nonnegative=True))", f)
+    'pass "nonnegative": true'
+    """
+    text = _CLI_ASIDE.sub("", _PYTHON_ONLY.sub("", text))
+    names = sorted(fields, key=len, reverse=True)
+    if not names:
+        return text
+
+    def item(v: str) -> str:
+        v = v.strip()
+        if v[:1] in "'\"" and v[-1:] == v[:1] and len(v) > 1:
+            return json.dumps(v[1:-1])
+        return {"True": "true", "False": "false", "None": "null"}.get(v, v)
+
+    def member(m: re.Match[str]) -> str:
+        value = m.group(2)
+        if value.startswith("[") and value != "[...]":
+            value = "[" + ", ".join(item(v) for v in value[1:-1].split(",") if v.strip()) + "]"
+        else:
+            value = item(value)
+        return f'"{m.group(1)}": {value}'.rstrip()
+
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.sub(rf"(?<![\w.-])({alternatives})=({_VALUE})", member, text)
+
+
+def keyword_form(text: str, names: Iterable[str]) -> str:
+    """A server's remedy (written for API callers: ``"delta": 1e-6``) written for Python
+    callers again (``delta=1e-6``), for the ``names`` given, so that :func:`cli_remedy` can
+    then name the command's flags.
+
+    >>> keyword_form('pass "delta": 1e-6 (charged), or "epsilon": 0.5', ["delta", "epsilon"])
+    'pass delta=1e-6 (charged), or epsilon=0.5'
+    >>> keyword_form('send {"sql": "SELECT 1"}', ["delta"])
+    'send {"sql": "SELECT 1"}'
+    """
+    names = sorted(names, key=len, reverse=True)
+    if not names:
+        return text
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.sub(rf'"({alternatives})":\s*({_VALUE})', r"\1=\2", text)
 
 
 def _command_flags(fn: Callable[..., Any]) -> dict[str, str]:

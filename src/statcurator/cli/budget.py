@@ -5,10 +5,13 @@
     statcurator budget grant --dataset adult --analyst alice --epsilon 1   # the same
     statcurator budget show [--dataset D] [--analyst A] [--json]
     statcurator budget history [--dataset D] [--analyst A] [--json]
+    statcurator budget show|history --server URL --token T [--dataset D]  # an analyst's own
 
 A dataset's budget bounds the privacy loss of its data across every analyst; a charge must
 fit in it *and* in the analyst's grant. ``--rho`` sets a zCDP budget (for Gaussian work).
-Every command takes ``--ledger PATH`` (default: see ``statcurator ledger --help``).
+Every command takes ``--ledger PATH`` (default: see ``statcurator ledger --help``). With
+``--server`` (and the analyst's ``--token``), ``show`` and ``history`` ask a running ``statcurator
+serve`` for the token's analyst's own grants and charges instead.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import typer
 
 from ._common import JSON_OPTION, emit, exact_option, handle_errors, print_json, print_table
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
+from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options, remote_budget, remote_history
 
 DATASET_OPTION = typer.Option("--dataset", "-D", help="The dataset (its table name).")
 ANALYST_OPTION = typer.Option("--analyst", "-a", help="The analyst (identity, normalized).")
@@ -109,11 +113,18 @@ def register(app: typer.Typer) -> None:
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        server: Annotated[str | None, SERVER_OPTION] = None,
+        token: Annotated[str | None, TOKEN_OPTION] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
-        """Show dataset budgets and grants (optionally of one dataset / analyst)."""
+        """Show dataset budgets and grants (optionally of one dataset / analyst); with
+        --server, your own grants on a running service."""
         from ..accounting import analyst_id
 
+        if server is not None:
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            remote_budget(server, token, dataset, json_output)
+            return
         who = None if analyst is None else analyst_id(analyst)
         with _persistent(ledger, create=False) as led:
             datasets = {d: s for d, s in led.dataset_budgets().items()
@@ -135,9 +146,16 @@ def register(app: typer.Typer) -> None:
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        server: Annotated[str | None, SERVER_OPTION] = None,
+        token: Annotated[str | None, TOKEN_OPTION] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
-        """Budget records and charges, oldest first."""
+        """Budget records and charges, oldest first; with --server, your own on a running
+        service."""
+        if server is not None:
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            remote_history(server, token, dataset, json_output)
+            return
         with _persistent(ledger, create=False) as led:
             rows = led.entries(analyst=analyst, dataset=dataset,
                                types=("dataset_budget", "grant", "charge"))

@@ -47,6 +47,7 @@ from ._common import (
     writing,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
+from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options
 
 
 def register(app: typer.Typer) -> None:
@@ -85,10 +86,8 @@ def register(app: typer.Typer) -> None:
             "--request-id", help="Idempotency key: a replay returns the stored answer, free.")] = None,
         rows: Annotated[int | None, typer.Option(
             "--rows", help="Public estimate of n for the accuracy of AVG in dry runs.")] = None,
-        server: Annotated[str | None, typer.Option(
-            "--server", help="Ask a running `statcurator serve` at this URL instead.")] = None,
-        token: Annotated[str | None, typer.Option(
-            "--token", envvar="STATCURATOR_TOKEN", help="API token for --server.")] = None,
+        server: Annotated[str | None, SERVER_OPTION] = None,
+        token: Annotated[str | None, TOKEN_OPTION] = None,
         report: Annotated[Path | None, typer.Option(
             "--report", help="Write an HTML report of the release: answers with intervals as "
                              "a chart, the guarantee in words, the certificate.")] = None,
@@ -122,6 +121,9 @@ def register(app: typer.Typer) -> None:
         if server is not None:  # the client side: the server's token is the analyst
             from .serve import remote_query
 
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
+                                  "--metadata": metadata, "--input-separator": input_separator,
+                                  "--engine": None if engine == "duckdb" else engine})
             remote_query(server, token, sql if sql is not None else data, epsilon=eps,
                          delta=dlt, rho=r, alpha=alpha, dry_run=dry_run,
                          request_id=request_id, rows=rows, nonnegative=nonnegative,

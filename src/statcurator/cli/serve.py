@@ -62,19 +62,101 @@ def register(app: typer.Typer) -> None:
                               workers=workers, as_json=json_output)
 
 
-# -- the client side of `statcurator query --server` -------------------------------------------
+# -- the client side: `statcurator query|budget show|budget history --server URL` ---------------
+
+SERVER_OPTION = typer.Option("--server", help="Ask a running `statcurator serve` at this URL "
+                                              "instead.")
+TOKEN_OPTION = typer.Option("--token", envvar="STATCURATOR_TOKEN", help="API token for "
+                                                                        "--server.")
+
+#: why an option of the local commands means nothing with --server
+_LOCAL_ONLY = {
+    "--analyst": "the server acts for the analyst its token belongs to",
+    "--ledger": "the server keeps its own ledger",
+    "--metadata": "the server's datasets and their metadata are registered by its curator",
+    "--input-separator": "the server's datasets are registered by its curator",
+    "--engine": "the server runs the engine its curator configured",
+}
+
+
+def refuse_local_options(given: dict[str, Any]) -> None:
+    """Refuse, instead of ignoring, the options in ``given`` (flag -> value; None: not given)
+    that only the local command reads: with ``--server``, the token says who the analyst is,
+    and the server has its own ledger, data and engine.
+
+    >>> refuse_local_options({"--analyst": None, "--ledger": None})
+    >>> refuse_local_options({"--analyst": "bob"})
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.InvalidParameterError: --analyst cannot be used with --server: the server acts for the analyst its token belongs to; drop --analyst (or drop --server to use the local command)
+    """
+    from ..core.errors import InvalidParameterError
+
+    for flag, value in given.items():
+        if value is not None:
+            raise InvalidParameterError(f"{flag} cannot be used with --server: "
+                                        f"{_LOCAL_ONLY[flag]}",
+                                        remedy=f"drop {flag} (or drop --server to use the "
+                                               "local command)")
+
+
+def _token(token: str | None) -> str:
+    from ..core.errors import InvalidParameterError
+
+    if not token:
+        raise InvalidParameterError("no API token for the server",
+                                    remedy="pass --token T (or set STATCURATOR_TOKEN)")
+    return token
+
+
+def remote_budget(server: str, token: str | None, dataset: str | None,
+                  json_output: bool) -> None:
+    """``statcurator budget show --server``: the token's analyst's grants, each with what its
+    dataset has left for all analysts together (``GET /v1/budget``)."""
+    from ._common import print_json, print_table
+
+    doc = _call(server, _token(token), "/v1/budget")
+    grants = [g for g in doc["grants"] if dataset is None or g["dataset"] == dataset]
+    rows = [{"analyst": doc["analyst"], "dataset": g["dataset"], "kind": g["kind"],
+             **{k: _text(g[k]) for k in ("total", "spent", "remaining")},
+             "charges": g["charges"], "exhausted": g["exhausted"],
+             "dataset_remaining": None if g.get("dataset_remaining") is None
+             else _text(g["dataset_remaining"])} for g in grants]
+    if json_output:
+        print_json({"server": server, "analyst": doc["analyst"], "grants": rows})
+        return
+    print_table(("dataset", "total", "spent", "remaining", "charges", "dataset-wide remaining"),
+                [[r["dataset"], r["total"], r["spent"], r["remaining"], r["charges"],
+                  r["dataset_remaining"] or "(none)"] for r in rows],
+                title=f"grants of {doc['analyst']} ({server})")
+
+
+def remote_history(server: str, token: str | None, dataset: str | None,
+                   json_output: bool) -> None:
+    """``statcurator budget history --server``: the token's analyst's grants and charges,
+    oldest first (``GET /v1/budget/history``)."""
+    from ._common import print_json, print_table
+
+    doc = _call(server, _token(token), "/v1/budget/history")
+    events = [{"analyst": doc["analyst"], **e} for e in doc["events"]
+              if dataset is None or e["dataset"] == dataset]
+    if json_output:
+        print_json({"server": server, "analyst": doc["analyst"], "events": events})
+        return
+    keys = ("at", "event", "dataset", "amount", "request_id", "query")
+    print_table(("time", "event", "dataset", "amount", "request id", "query"),
+                [["" if e.get(k) is None else e[k] for k in keys] for e in events],
+                title=f"history of {doc['analyst']} ({server})")
+
 
 def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delta: Any,
                  alpha: float, dry_run: bool, request_id: str | None, rows: int | None,
                  json_output: bool, warnings: list[str], rho: Any = None,
                  nonnegative: bool = False, report: Any = None) -> None:
     """Ask a running service; print what the local ``statcurator query`` prints."""
-    from ..core.errors import InvalidParameterError
     from . import query as local
 
-    if not token:
-        raise InvalidParameterError("no API token for the server",
-                                    remedy="pass --token T (or set STATCURATOR_TOKEN)")
+    token = _token(token)
     body: dict[str, Any] = {"sql": sql, "alpha": alpha}
     for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
         if value is not None:
@@ -102,20 +184,30 @@ def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delt
                         json_output, warnings, written)
 
 
-def _call(server: str, token: str, path: str, body: dict[str, Any],
+#: request fields whose JSON form (``"delta": 1e-6``) a server's remedy may name: the client
+#: names them as its own flags (``--delta 1e-6``)
+_REQUEST_FIELDS = ("epsilon", "delta", "rho", "alpha", "nonnegative")
+
+
+def _call(server: str, token: str, path: str, body: dict[str, Any] | None = None,
           request_id: str | None = None) -> dict[str, Any]:
+    """The JSON answer of ``POST path`` with ``body`` (``GET path`` without); a refusal is
+    raised as the server's error, its remedy in the command line's terms."""
     import json
     import urllib.error
     import urllib.request
 
     from ..core import errors
+    from ._common import keyword_form
 
     url = server.rstrip("/") + path
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-               "Accept": "application/json"}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
     if request_id:
         headers["Idempotency-Key"] = request_id
-    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, headers, method="GET" if body is None else "POST")
     try:
         with urllib.request.urlopen(req, timeout=300) as resp:  # noqa: S310 - the user's URL
             return json.loads(resp.read())
@@ -127,8 +219,11 @@ def _call(server: str, token: str, path: str, body: dict[str, Any],
         kind = getattr(errors, str(doc.get("error")), None)
         if not (isinstance(kind, type) and issubclass(kind, errors.StatcuratorError)):
             kind = errors.InvalidParameterError
-        raise kind(f"the server refused ({e.code}): {doc.get('detail')}",
-                   remedy=doc.get("remedy")) from None
+        remedy = doc.get("remedy")
+        raise kind(keyword_form(f"the server refused ({e.code}): {doc.get('detail')}",
+                                _REQUEST_FIELDS),
+                   remedy=keyword_form(remedy, _REQUEST_FIELDS) if isinstance(remedy, str)
+                   else None) from None
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise errors.DataError(f"cannot reach the server {server}: {getattr(e, 'reason', e)}",
                                remedy="check --server URL (is `statcurator serve` running?)"

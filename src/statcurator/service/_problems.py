@@ -6,6 +6,12 @@ problem) and ``remedy`` (what to do), and the status that fits the error's type.
 ...                                              remedy="pass a positive finite value such as epsilon=1"))
 >>> status, body["detail"], body["remedy"]
 (400, 'epsilon must be > 0, got 0', 'pass a positive finite value such as "epsilon": 1')
+
+A remedy's aside for the command line (``qi=[...] (CLI: --qi a,b)``) is dropped: API callers
+get the field's JSON form.
+
+>>> problem(InvalidParameterError("no quasi-identifiers", remedy="pass qi=[...] (CLI: --qi a,b)"))[1]["remedy"]
+'pass "qi": [...]'
 """
 
 from __future__ import annotations
@@ -25,9 +31,8 @@ __all__ = ["problem", "PROBLEM_TYPE", "Unauthorized", "TooLarge"]
 
 PROBLEM_TYPE = "application/problem+json"
 #: request fields whose Python keyword form (epsilon=1) a remedy rewrites as JSON
-_FIELDS = {name: f'"{name}":' for name in ("epsilon", "delta", "rho", "alpha", "weights",
-                                           "nonnegative", "sql", "k", "l", "t", "sensitive",
-                                           "qi", "suppression", "algorithm")}
+_FIELDS = ("epsilon", "delta", "rho", "alpha", "weights", "nonnegative", "sql", "k", "l", "t",
+           "sensitive", "qi", "suppression", "algorithm")
 
 
 class Unauthorized(StatcuratorError):
@@ -68,16 +73,16 @@ def _status(e: StatcuratorError) -> tuple[int, str]:
 def problem(e: StatcuratorError, instance: str | None = None) -> tuple[int, dict[str, Any]]:
     """(status, problem document) of a statcurator error."""
     from ..accounting import NoBudgetError
-    from ..cli._common import cli_remedy
+    from ..cli._common import api_remedy
 
     status, title = _status(e)
-    remedy = cli_remedy(e.remedy, _FIELDS) if e.remedy else None
+    remedy = api_remedy(e.remedy, _FIELDS) if e.remedy else None
     if isinstance(e, NoBudgetError):  # the analyst cannot grant themselves: say who can
         remedy = ("ask the curator for a grant on this dataset (the curator runs `statcurator "
                   "budget grant --dataset D --analyst A --epsilon E`, or PUT "
                   "/v1/admin/analysts/{analyst}/budgets/{dataset})")
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status,
-                            "detail": cli_remedy(e.problem, _FIELDS),
+                            "detail": api_remedy(e.problem, _FIELDS),
                             "remedy": remedy or "see docs/service.md",
                             "error": type(e).__name__}
     if instance is not None:
