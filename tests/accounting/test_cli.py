@@ -200,3 +200,42 @@ def test_the_anchor_refuses_a_deleted_or_rolled_back_ledger(home):
     assert r.exit_code == 2 and "missing" in _json(r)["message"]
     assert "anchors.json" in _json(r)["remedy"]
     assert not path.exists()
+
+
+def test_releases_list_and_show_again_at_no_cost(home):
+    """``releases list`` shows the charged requests and whether each answer is stored;
+    ``releases show`` prints a stored answer again, as the query printed it, charging
+    nothing; an answer lost between its charge and its release is listed as lost and never
+    shown afresh."""
+    _grant()
+    first = _json(cli("query", "adult", "-e", "0.5", "--analyst", "alice", "--request-id",
+                      "r1", "--json", COUNT))
+    shown = cli("releases", "show", "r1", "--analyst", "alice", "--json")
+    again = _json(shown)
+    assert again["replayed"] is True and again["rows"] == first["rows"]
+    assert again["budget_remaining"] == first["budget_remaining"] == "ε=2.5"  # nothing spent
+    text = cli("releases", "show", "r1", "--analyst", "alice").output
+    assert "(replayed: no new cost)" in text and "remaining ε=2.5" in text
+    # a charge whose answer was never stored (the curator stopped), and a library user's
+    # own answer that is not a query release
+    path = home / "data" / "statcurator" / "ledger.db"
+    from statcurator.core.measures import PureDP
+
+    with Ledger(path, anchor=None) as led:
+        led.charge("alice", "adult", PureDP(1), request_id="lost", query="q", mechanism="m")
+        led.charge("alice", "adult", PureDP(1), request_id="own", query="q", mechanism="m")
+        led.store_answer("alice", "own", "42")
+    listed = _json(cli("releases", "list", "--json"))["releases"]
+    assert [(r["request_id"], r["answered"]) for r in listed] == [
+        ("own", True), ("lost", False), ("r1", True)]
+    assert listed[-1]["cost"] == "ε=0.5" and listed[-1]["query"] == COUNT
+    assert _json(cli("releases", "list", "--analyst", "bob", "--json"))["releases"] == []
+    assert "NO (lost)" in cli("releases", "list").output
+    own = _json(cli("releases", "show", "own", "--analyst", "alice", "--json"))
+    assert own == {"request_id": "own", "replayed": True, "answer": 42}
+    lost = cli("releases", "show", "lost", "--analyst", "alice", "--json")
+    assert lost.exit_code == 2 and _json(lost)["error"] == "AnswerLostError"
+    unknown = cli("releases", "show", "r1", "--analyst", "bob", "--json")  # alice's id
+    assert unknown.exit_code == 2 and "no charge" in _json(unknown)["problem"]
+    spent = _json(cli("budget", "show", "--analyst", "alice", "--json"))["grants"][0]
+    assert spent["spent"] == "ε=2.5" and spent["charges"] == 3  # shows charged nothing

@@ -120,6 +120,8 @@ def test_query_against_a_server_prints_what_the_local_command_prints(tmp_path: P
     (["query", "--input-separator", ";", "SELECT COUNT(*) FROM adult"], "--input-separator"),
     (["budget", "show", "--analyst", "bob"], "--analyst"),
     (["budget", "history", "--ledger", "x.db"], "--ledger"),
+    (["releases", "list", "--analyst", "bob"], "--analyst"),
+    (["releases", "show", "r1", "--ledger", "x.db"], "--ledger"),
 ])
 def test_options_the_server_would_ignore_are_refused(args, flag) -> None:
     """With --server the token is the analyst and the server has its own ledger, data and
@@ -141,10 +143,10 @@ def test_options_the_server_would_ignore_are_refused(args, flag) -> None:
 
 
 @pytest.mark.slow
-def test_budget_show_and_history_against_a_server(tmp_path: Path) -> None:
-    """An analyst's own grants and charges from a running server, as the local commands
-    show them from the server's ledger; and a server's refusal whose remedy names a request
-    field reaches the command line as its flag."""
+def test_budget_and_releases_against_a_server(tmp_path: Path) -> None:
+    """An analyst's own grants, charges and stored answers from a running server, as the
+    local commands show them from the server's ledger; and a server's refusal whose remedy
+    names a request field reaches the command line as its flag."""
     config = write_config(tmp_path / "curator.toml", "sqlite")
     sql = "SELECT sex, COUNT(*) AS n FROM adult GROUP BY sex"
     with start_server(config) as server:
@@ -160,6 +162,10 @@ def test_budget_show_and_history_against_a_server(tmp_path: Path) -> None:
         other = json.loads(runner.invoke(app, ["budget", "show", *remote, "--dataset",
                                                "nope", "--json"]).output)
         text = runner.invoke(app, ["budget", "show", *remote]).output
+        listed = json.loads(runner.invoke(app, ["releases", "list", *remote, "--json"]).output)
+        replay = json.loads(runner.invoke(app, ["releases", "show", "r1", *remote,
+                                                "--json"]).output)
+        missing = runner.invoke(app, ["releases", "show", "r2", *remote, "--json"])
         refused = runner.invoke(app, ["query", *remote, "--epsilon", "0.1", "--json",
                                       "SELECT age, COUNT(*) FROM adult GROUP BY age"])
         after = json.loads(runner.invoke(app, ["budget", "show", *remote, "--json"]).output)
@@ -183,4 +189,10 @@ def test_budget_show_and_history_against_a_server(tmp_path: Path) -> None:
     doc = json.loads(refused.output)
     assert refused.exit_code == 2 and "--delta 1e-6" in doc["remedy"]
     assert '"delta"' not in doc["remedy"]
-    assert after["grants"][0]["spent"] == "ε=0.25"  # the refusal charged nothing
+    assert after["grants"][0]["spent"] == "ε=0.25"  # neither the refusal nor the replay
+    # charged anything
+    assert [(r["request_id"], r["answered"], r["cost"]) for r in listed["releases"]] == [
+        ("r1", True, "ε=0.25")]
+    assert replay["replayed"] is True and replay["rows"] == json.loads(q.output)["rows"]
+    assert replay["budget_remaining"] == "ε=0.75"
+    assert missing.exit_code == 2 and "no request 'r2'" in json.loads(missing.output)["problem"]

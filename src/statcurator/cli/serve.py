@@ -149,6 +149,44 @@ def remote_history(server: str, token: str | None, dataset: str | None,
                 title=f"history of {doc['analyst']} ({server})")
 
 
+def remote_releases(server: str, token: str | None) -> tuple[str, str, list[dict[str, Any]]]:
+    """``statcurator releases list --server``: (server, analyst, the token's analyst's charged
+    requests, newest first) from ``GET /v1/releases``."""
+    doc = _call(server, _token(token), "/v1/releases")
+    return server, doc["analyst"], [
+        {"request_id": r["request_id"], "analyst": doc["analyst"], "dataset": r["dataset"],
+         "cost": r["cost_text"], "at": r["at"], "answered": r["answered"], "query": r["query"]}
+        for r in doc["releases"]]
+
+
+def remote_release(server: str, token: str | None, request_id: str, report: Path | None,
+                   json_output: bool) -> None:
+    """``statcurator releases show --server``: one of the token's analyst's stored answers
+    (``GET /v1/releases/{id}``, free), printed as ``statcurator query`` prints a release, with
+    what is left of the analyst's grant on its dataset."""
+    import json
+    import urllib.parse
+
+    from . import query as local
+    from .releases import release_of, show_payload
+
+    token = _token(token)
+    doc = _call(server, token, "/v1/releases/" + urllib.parse.quote(request_id, safe=""))
+    rel = release_of(json.dumps(doc["release"]))
+    if rel is None:
+        show_payload(json.dumps(doc["release"]), request_id, json_output)
+        return
+    dataset = str(rel.provenance.get("dataset"))
+    grants = _call(server, token, "/v1/budget")["grants"]
+    mine = next((g for g in grants if g["dataset"] == dataset), None)
+    budget = {"analyst": mine, "dataset_remaining": None if mine is None
+              else mine.get("dataset_remaining")}
+    written = local.write_release_report(rel, report)
+    local._show_release(_RemoteCurator(server, budget), rel,
+                        rel.provenance.get("analyst", "(your token)"), dataset, json_output, [],
+                        written)
+
+
 def remote_query(server: str, token: str | None, sql: str, *, epsilon: Any, delta: Any,
                  alpha: float, dry_run: bool, request_id: str | None, rows: int | None,
                  json_output: bool, warnings: list[str], rho: Any = None,
@@ -261,6 +299,8 @@ class _RemoteLedger:
         from ..core.measures import ZCDP, ApproxDP, PureDP
 
         b = self._budget["analyst"]
+        if b is None:  # no grant (any more) on the dataset
+            return _Remaining(None, "no grant on this dataset")
 
         def loss(d: dict[str, str]) -> Any:  # in the budget's own currency, as the server's
             if b["kind"] == "zcdp":
@@ -273,16 +313,23 @@ class _RemoteLedger:
                             b["charges"])
 
     def dataset_status(self, dataset: str) -> Any:
-        return _Remaining(_loss(self._budget["dataset_remaining"]))
+        left = self._budget.get("dataset_remaining")
+        if left is None:
+            return _Remaining(None, "no dataset-wide budget")
+        return _Remaining(_loss(left))
 
 
 class _Remaining:
-    """The dataset-wide budget as an analyst sees it: only what remains for everyone."""
+    """The dataset-wide budget as an analyst sees it: only what remains for everyone (or
+    ``text`` when there is none to show)."""
 
-    def __init__(self, remaining: Any) -> None:
+    def __init__(self, remaining: Any, text: str | None = None) -> None:
         self.remaining = remaining
+        self._text = text
 
     def __str__(self) -> str:
+        if self._text is not None:
+            return self._text
         return f"remaining {self.remaining} (all analysts together)"
 
 
