@@ -156,6 +156,40 @@ def test_an_analyst_rotates_their_own_token(api, setup: Setup) -> None:
     assert r.status_code == 403
 
 
+def test_the_curator_revokes_an_analyst(api, setup: Setup) -> None:
+    """A revoked token stops working at once for every endpoint; the analyst's spent budget
+    stays spent (a new identity is not made, nothing is refunded); rotating issues a new
+    token; only the admin revokes, and never the last admin with a working token."""
+    h = setup.headers("admin")
+    alice = setup.headers("alice")
+    assert api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5},
+                    headers=alice).status_code == 200
+    # an analyst cannot revoke anyone, not even another analyst
+    assert api.post("/v1/admin/analysts/bob/revoke", headers=alice).status_code == 403
+    r = api.post("/v1/admin/analysts/Alice/revoke", headers=h)
+    assert r.status_code == 200 and r.json() == {"analyst": "alice", "revoked": True}
+    for method, path in (("GET", "/v1/me"), ("GET", "/v1/budget"), ("POST", "/v1/me/rotate"),
+                         ("GET", "/v1/releases")):
+        assert api.request(method, path, headers=alice).status_code == 401, path
+    q = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.1}, headers=alice)
+    assert q.status_code == 401
+    listed = {a["analyst"]: a for a in api.get("/v1/admin/analysts", headers=h).json()["analysts"]}
+    assert listed["alice"]["revoked"] is True and listed["bob"]["revoked"] is False
+    assert listed["alice"]["grants"][0]["spent"] == {"epsilon": "1/2"}
+    assert api.post("/v1/admin/analysts/nobody/revoke", headers=h).status_code == 404
+    # the last admin with a working token cannot be revoked; with a second admin it can
+    last = api.post("/v1/admin/analysts/admin/revoke", headers=h)
+    assert last.status_code == 409 and "add another admin" in last.json()["remedy"]
+    new = api.post("/v1/admin/analysts/alice/rotate", headers=h).json()["token"]
+    me = {"Authorization": f"Bearer {new}"}
+    assert api.get("/v1/budget", headers=me).json()["grants"][0]["spent"] == {"epsilon": "1/2"}
+    second = api.post("/v1/admin/analysts", json={"name": "root", "role": "admin"},
+                      headers=h).json()["token"]
+    assert api.post("/v1/admin/analysts/admin/revoke", headers=h).status_code == 200
+    assert api.get("/v1/me", headers=h).status_code == 401
+    assert api.get("/v1/me", headers={"Authorization": f"Bearer {second}"}).status_code == 200
+
+
 def test_over_budget_is_refused_and_records_nothing(api, setup: Setup) -> None:
     before = setup.ledger_rows()
     r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 2}, headers=setup.headers("bob"))

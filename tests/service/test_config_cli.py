@@ -85,6 +85,26 @@ def test_analysts_commands_and_budget_grant(tmp_path: Path) -> None:
     assert rotated["token"] not in json.dumps(listed)
     dup = runner.invoke(app, ["analysts", "add", "DORA", *c])
     assert dup.exit_code == 2 and "rotate" in json.loads(dup.output)["remedy"]
+    revoked = json.loads(runner.invoke(app, ["analysts", "revoke", "Dora", *c]).output)
+    assert revoked["analyst"] == "dora" and revoked["revoked"] is True
+    listed = json.loads(runner.invoke(app, ["analysts", "list", *c]).output)
+    dora = next(a for a in listed["analysts"] if a["analyst"] == "dora")
+    assert dora["revoked"] is True and dora["grants"][0]["total"] == {"epsilon": "3"}
+    text = runner.invoke(app, ["analysts", "list", "--config", str(config)]).output
+    assert "REVOKED" in text
+    from statcurator.service import CuratorService
+
+    svc = CuratorService.from_config(ServiceConfig.load(config, env={}))
+    try:
+        assert svc.authenticate(rotated["token"]) is None
+    finally:
+        svc.close()
+    again = json.loads(runner.invoke(app, ["analysts", "rotate", "DORA", *c]).output)
+    listed = json.loads(runner.invoke(app, ["analysts", "list", *c]).output)
+    assert not next(a for a in listed["analysts"] if a["analyst"] == "dora")["revoked"]
+    assert again["analyst"] == "dora"
+    nobody = runner.invoke(app, ["analysts", "revoke", "nobody", *c])
+    assert nobody.exit_code == 2 and "no analyst 'nobody'" in json.loads(nobody.output)["problem"]
 
 
 @pytest.mark.slow

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -115,6 +117,20 @@ def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -
     page.wait_for_selector("#new-token:has-text('sct_')")
     token = re.search(r"sct_[A-Za-z0-9_-]+", page.inner_text("#new-token")).group(0)
     page.wait_for_selector("#admin-analysts td:has-text('carol')")
+    # revoke an analyst (after the confirmation dialog), then give it a new token
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.select_option("#access-analyst", "carol")
+    page.click("#access-form button[value=revoke]")
+    page.wait_for_selector("#new-token:has-text('carol is revoked')")
+    page.wait_for_selector("#admin-analysts tr:has-text('carol') td:has-text('revoked')")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(  # noqa: S310 - the test's own server
+            server.url.rstrip("/") + "/v1/me", headers={"Authorization": f"Bearer {token}"}), timeout=30)
+    assert refused.value.code == 401
+    page.select_option("#access-analyst", "carol")
+    page.click("#access-form button[value=rotate]")
+    page.wait_for_selector("#new-token:has-text('New token of carol')")
+    token = re.search(r"sct_[A-Za-z0-9_-]+", page.inner_text("#new-token")).group(0)
     page.fill("#anon-k", "10")
     page.fill("#anon-qi", "age, sex, race")
     page.click("#anon-form button")

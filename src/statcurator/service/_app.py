@@ -30,6 +30,7 @@ from pydantic import (
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from ..accounting import analyst_id
 from ..core.errors import StatcuratorError
 from ..query.sql import quiet_parser_warnings
 from ._core import CuratorService, NotFound, jsonable
@@ -330,7 +331,12 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
     @app.post("/v1/admin/analysts/{name}/rotate", tags=["admin"], responses=responses,
               summary="A new token for an analyst (budgets untouched)")
     def rotate(name: str, who: Who) -> dict[str, Any]:
-        return {"analyst": name, "token": service.rotate(who, name)}
+        return {"analyst": analyst_id(name), "token": service.rotate(who, name)}
+
+    @app.post("/v1/admin/analysts/{name}/revoke", tags=["admin"], responses=responses,
+              summary="Revoke an analyst's token (its spent budget stays; rotate re-enables)")
+    def revoke(name: str, who: Who) -> dict[str, Any]:
+        return service.revoke(who, name)
 
     @app.put("/v1/admin/analysts/{name}/budgets/{dataset}", tags=["admin"],
              responses=responses, summary="Grant an analyst a budget on a dataset")

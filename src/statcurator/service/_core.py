@@ -338,6 +338,27 @@ class CuratorService:
             self.require_admin(who)
         return self.store.rotate(target)
 
+    def revoke(self, who: Principal, name: str) -> dict[str, Any]:
+        """Revoke ``name``'s token (admin): refused for the last admin with a working token,
+        which would leave the service with no one who can manage it."""
+        from ..accounting import analyst_id
+
+        self.require_admin(who)
+        target = analyst_id(name)
+        found = self.store.get(target)
+        if found is None:
+            raise NotFound(f"there is no analyst {target!r}",
+                           remedy="list them with GET /v1/admin/analysts")
+        revoked = {a["analyst"]: a["revoked"] for a in self.store.list()}
+        if found.admin and not revoked.get(target) and self.store.active_admins() <= 1:
+            raise Conflict(f"{target!r} is the last admin with a working token: revoking it "
+                           "would leave no one able to manage the service",
+                           remedy="add another admin first (`statcurator analysts add NAME "
+                                  "--role admin`), or rotate this token instead "
+                                  f"(`statcurator analysts rotate {target}`)")
+        self.store.revoke(target)
+        return {"analyst": target, "revoked": True}
+
     def analysts(self, who: Principal) -> dict[str, Any]:
         self.require_admin(who)
         grants: dict[str, list[dict[str, Any]]] = {}

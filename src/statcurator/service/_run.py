@@ -175,12 +175,24 @@ def analysts_list(config_path: str | None) -> dict[str, Any]:
         svc.close()
 
 
+def analysts_revoke(config_path: str | None, name: str) -> dict[str, Any]:
+    from ._store import Principal
+
+    svc = _open(config_path)
+    try:
+        return {**svc.revoke(Principal("(operator)", "admin"), name),
+                "store": svc.store.location}
+    finally:
+        svc.close()
+
+
 def analysts_rotate(config_path: str | None, name: str) -> dict[str, Any]:
+    from ..accounting import analyst_id
     from ._store import Principal
 
     svc = _open(config_path)
     try:
         token = svc.rotate(Principal("(operator)", "admin"), name)
-        return {"analyst": name, "token": token, "store": svc.store.location}
+        return {"analyst": analyst_id(name), "token": token, "store": svc.store.location}
     finally:
         svc.close()

@@ -26,6 +26,16 @@ Principal(name='alice', role='analyst')
 >>> new = store.rotate("alice")
 >>> store.authenticate(token) is None, store.authenticate(new).name
 (True, 'alice')
+
+Revoking an analyst removes its token's hash (no token opens it any more, in every process) and
+keeps its identity, so its spent budget stays spent; rotating it later issues a new token.
+
+>>> store.revoke("alice")
+>>> store.authenticate(new) is None, store.list()[0]["revoked"]
+(True, True)
+>>> again = store.rotate("alice")
+>>> store.authenticate(again).name, store.list()[0]["revoked"]
+('alice', False)
 >>> store.close()
 """
 
@@ -49,6 +59,8 @@ __all__ = ["ServiceStore", "Principal", "ROLES", "TOKEN_PREFIX", "token_hash"]
 TOKEN_PREFIX = "sct_"
 ROLES = ("admin", "analyst")
 _TABLE = "statcurator_tokens"
+#: what a revoked analyst's ``token_hash`` starts with: no SHA-256 (hex) of a token does
+_REVOKED = "revoked:"
 _DATASETS = "statcurator_datasets"
 
 
@@ -159,6 +171,30 @@ class ServiceStore:
                                         remedy=f"create it first: statcurator analysts add {who}")
         return token
 
+    def revoke(self, name: str) -> None:
+        """Revoke ``name``'s token: it stops working at once, in every process. The identity
+        and its spent budget stay; :meth:`rotate` issues it a new token."""
+        from ..accounting import analyst_id
+
+        who = analyst_id(name)
+        ph = self._ph
+        # a unique marker in place of the hash (the column is unique and not null), which
+        # no token hashes to
+        count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
+                          f"{ph} WHERE analyst = {ph}",
+                          (_REVOKED + secrets.token_hex(16), "revoked", _now(), who),
+                          rowcount=True)
+        if not count:
+            raise InvalidParameterError(f"there is no analyst {who!r}",
+                                        remedy="list them: statcurator analysts list")
+
+    def active_admins(self) -> int:
+        """How many admins hold a working (not revoked) token."""
+        rows = self._run(f"SELECT count(*) FROM {_TABLE} WHERE role = 'admin' AND "
+                         f"substr(token_hash, 1, {len(_REVOKED)}) <> '{_REVOKED}'", (),
+                         fetch=True)
+        return int(rows[0][0])
+
     def authenticate(self, token: str | None) -> Principal | None:
         """The principal a token stands for, or None (unknown, malformed, rotated away)."""
         if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 128:
@@ -173,11 +209,14 @@ class ServiceStore:
         return Principal(rows[0][0], rows[0][1]) if rows else None
 
     def list(self) -> list[dict[str, Any]]:
-        """Every analyst: name, role, token hint (its first 8 characters), dates."""
-        rows = self._run(f"SELECT analyst, role, hint, created_at, rotated_at, generation "
+        """Every analyst: name, role, token hint (its first 8 characters; ``revoked``
+        for a revoked one), dates, tokens issued, and whether it is revoked."""
+        rows = self._run(f"SELECT analyst, role, hint, created_at, rotated_at, generation, "
+                         f"substr(token_hash, 1, {len(_REVOKED)}) = '{_REVOKED}' "
                          f"FROM {_TABLE} ORDER BY analyst", (), fetch=True)
-        keys = ("analyst", "role", "token_hint", "created_at", "rotated_at", "tokens_issued")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        keys = ("analyst", "role", "token_hint", "created_at", "rotated_at", "tokens_issued",
+                "revoked")
+        return [{**dict(zip(keys, r, strict=True)), "revoked": bool(r[-1])} for r in rows]
 
     def add_dataset(self, name: str, data: str, metadata: str | None) -> None:
         """Remember a dataset registered through the API (every process registers it)."""

@@ -263,10 +263,11 @@ async function loadAdmin() {
     table($("admin-datasets"), ["dataset", "total", "spent", "remaining", "charges"],
       b.datasets.map((d) => [d.dataset, loss(d.total), loss(d.spent), loss(d.remaining), d.charges]), [4]);
     table($("admin-analysts"), ["analyst", "role", "token", "grants"], a.analysts.map((x) => [
-      x.analyst, x.role, `${x.token_hint}…`, x.grants.map((g) => `${g.dataset}: ${loss(g.remaining)} left of ${loss(g.total)}`).join("; ")]));
+      x.analyst, x.role, x.revoked ? "revoked" : `${x.token_hint}…`, x.grants.map((g) => `${g.dataset}: ${loss(g.remaining)} left of ${loss(g.total)}`).join("; ")]));
     const names = state.datasets.map((d) => d.name);
     for (const id of ["db-dataset", "grant-dataset", "anon-dataset"]) $(id).replaceChildren(...names.map((n) => el("option", n)));
     $("grant-analyst").replaceChildren(...a.analysts.map((x) => el("option", x.analyst)));
+    $("access-analyst").replaceChildren(...a.analysts.map((x) => el("option", x.analyst)));
   } catch (err) { showError($("admin-error"), err); }
 }
 function lossBody(eps, delta) {
@@ -294,6 +295,27 @@ $("grant-form").addEventListener("submit", async (e) => {
   try {
     await api("PUT", `/v1/admin/analysts/${encodeURIComponent($("grant-analyst").value)}/budgets/${encodeURIComponent($("grant-dataset").value)}`,
       lossBody("grant-epsilon", "grant-delta"));
+    await loadAdmin();
+  } catch (err) { showError($("admin-error"), err); }
+});
+$("access-form").addEventListener("submit", async (e) => {  // rotate or revoke a token
+  e.preventDefault();
+  const name = $("access-analyst").value;
+  const path = `/v1/admin/analysts/${encodeURIComponent(name)}`;
+  try {
+    if (e.submitter && e.submitter.value === "revoke") {
+      if (!confirm(`Revoke the token of ${name}? It stops working at once; what it spent stays spent.`)) return;
+      await api("POST", `${path}/revoke`);
+      if (name === state.me.analyst) { $("signout").click(); return; }  // revoked oneself
+      $("new-token").textContent = `${name} is revoked: no token works for it until it gets a new one.`;
+    } else {
+      const r = await api("POST", `${path}/rotate`);
+      if (r.analyst === state.me.analyst) {  // one's own: keep the session with the new token
+        state.token = r.token;
+        sessionStorage.setItem("statcurator-token", r.token);
+      }
+      $("new-token").textContent = `New token of ${r.analyst} (shown once, copy it now; the old one no longer works): ${r.token}`;
+    }
     await loadAdmin();
   } catch (err) { showError($("admin-error"), err); }
 });
