@@ -216,3 +216,4 @@ def test_budget_and_releases_against_a_server(tmp_path: Path) -> None:
     assert replay["replayed"] is True and replay["rows"] == json.loads(q.output)["rows"]
     assert replay["budget_remaining"] == "ε=0.75"
     assert missing.exit_code == 2 and "no request 'r2'" in json.loads(missing.output)["problem"]
+    assert "statcurator releases list --server" in json.loads(missing.output)["remedy"]

@@ -171,7 +171,8 @@ def remote_release(server: str, token: str | None, request_id: str, report: Path
     from .releases import release_of, show_payload
 
     token = _token(token)
-    doc = _call(server, token, "/v1/releases/" + urllib.parse.quote(request_id, safe=""))
+    doc = _call(server, token, "/v1/releases/" + urllib.parse.quote(request_id, safe=""),
+                remedies={404: "list yours: statcurator releases list --server URL --token T"})
     rel = release_of(json.dumps(doc["release"]))
     if rel is None:
         show_payload(json.dumps(doc["release"]), request_id, json_output)
@@ -228,9 +229,11 @@ _REQUEST_FIELDS = ("epsilon", "delta", "rho", "alpha", "nonnegative")
 
 
 def _call(server: str, token: str, path: str, body: dict[str, Any] | None = None,
-          request_id: str | None = None) -> dict[str, Any]:
+          request_id: str | None = None, *,
+          remedies: dict[int, str] | None = None) -> dict[str, Any]:
     """The JSON answer of ``POST path`` with ``body`` (``GET path`` without); a refusal is
-    raised as the server's error, its remedy in the command line's terms."""
+    raised as the server's error, its remedy in the command line's terms (``remedies``: the
+    command's own remedy for a status, in place of the server's, which names endpoints)."""
     import json
     import urllib.error
     import urllib.request
@@ -257,7 +260,7 @@ def _call(server: str, token: str, path: str, body: dict[str, Any] | None = None
         kind = getattr(errors, str(doc.get("error")), None)
         if not (isinstance(kind, type) and issubclass(kind, errors.StatcuratorError)):
             kind = errors.InvalidParameterError
-        remedy = doc.get("remedy")
+        remedy = (remedies or {}).get(e.code, doc.get("remedy"))
         raise kind(keyword_form(f"the server refused ({e.code}): {doc.get('detail')}",
                                 _REQUEST_FIELDS),
                    remedy=keyword_form(remedy, _REQUEST_FIELDS) if isinstance(remedy, str)
