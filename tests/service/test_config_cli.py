@@ -217,3 +217,30 @@ def test_budget_and_releases_against_a_server(tmp_path: Path) -> None:
     assert replay["budget_remaining"] == "ε=0.75"
     assert missing.exit_code == 2 and "no request 'r2'" in json.loads(missing.output)["problem"]
     assert "statcurator releases list --server" in json.loads(missing.output)["remedy"]
+
+
+def test_ledger_commands_take_the_service_configuration(ledger_kind, tmp_path: Path) -> None:
+    """budget, releases and ledger commands reach the ledger a service configuration names,
+    a PostgreSQL one too (which has no file for --ledger), from any machine with the file."""
+    kind, dsn = ledger_kind
+    config = write_config(tmp_path / "curator.toml", kind, dsn)
+    c = ["--config", str(config), "--json"]
+    added = json.loads(runner.invoke(app, ["analysts", "add", "erin", *c]).output)
+    assert added["grants"][0]["total"] == {"epsilon": "1"}
+    r = runner.invoke(app, ["budget", "grant", "--dataset", "adult", "--analyst", "erin",
+                            "--epsilon", "2", *c])
+    assert r.exit_code == 0, r.output
+    granted = json.loads(r.output)
+    assert granted["total"] == "ε=2" and (kind != "postgres" or "postgresql" in granted["ledger"])
+    shown = json.loads(runner.invoke(app, ["budget", "show", "--analyst", "erin", *c]).output)
+    assert [(g["dataset"], g["total"]) for g in shown["grants"]] == [("adult", "ε=2")]
+    assert shown["datasets"][0]["total"] == "ε=10"
+    history = json.loads(runner.invoke(app, ["budget", "history", *c]).output)["events"]
+    assert [e["event"] for e in history][-2:] == ["grant set", "grant set"]
+    verified = json.loads(runner.invoke(app, ["ledger", "verify", *c]).output)
+    assert verified["ok"] is True and verified["rows"] >= 4
+    exported = runner.invoke(app, ["ledger", "export", "--config", str(config)]).output
+    assert len(exported.splitlines()) == verified["rows"]
+    assert json.loads(runner.invoke(app, ["releases", "list", *c]).output)["releases"] == []
+    both = runner.invoke(app, ["budget", "show", "--ledger", str(tmp_path / "x.db"), *c])
+    assert both.exit_code == 2 and "--ledger and --config" in json.loads(both.output)["problem"]

@@ -16,12 +16,21 @@ serve`` for the token's analyst's own grants and charges instead.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ._common import JSON_OPTION, emit, exact_option, handle_errors, print_json, print_table
-from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
+from .ledger import (
+    CONFIG_LEDGER_OPTION,
+    LEDGER_OPTION,
+    MEMORY,
+    ledger_path,
+    missing_ledger,
+    open_any_ledger,
+    save_anchor,
+)
 from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options, remote_budget, remote_history
 
 DATASET_OPTION = typer.Option("--dataset", "-D", help="The dataset (its table name).")
@@ -33,17 +42,16 @@ def _status(s: Any) -> dict[str, Any]:
             "remaining": str(s.remaining), "charges": s.charges, "exhausted": s.exhausted}
 
 
-def _persistent(option: str | None, *, create: bool) -> Any:
-    from ..core.errors import InvalidParameterError, LedgerError
+def _persistent(option: str | None, *, create: bool, config: Path | None = None) -> Any:
+    """The ledger of ``--ledger`` or ``--config`` (a service's: SQLite or PostgreSQL)."""
+    from ..core.errors import InvalidParameterError
 
-    if ledger_path(option) == MEMORY:
+    if config is None and ledger_path(option) == MEMORY:
         raise InvalidParameterError("budgets in a throwaway in-memory ledger are forgotten at "
                                     "once", remedy="pass --ledger PATH (or leave it out)")
-    led = open_ledger(option, create=create)
+    led = open_any_ledger(option, config, create=create)
     if led is None:
-        raise LedgerError(f"there is no ledger at {ledger_path(option)} yet",
-                          remedy="set a budget first: statcurator budget set --dataset D "
-                                 "--epsilon E")
+        raise missing_ledger(option, config)
     return led
 
 
@@ -61,6 +69,7 @@ def register(app: typer.Typer) -> None:
         delta: Annotated[str | None, typer.Option("--delta", "-d", help="Total δ.")] = None,
         rho: Annotated[str | None, typer.Option("--rho", help="Total ρ (zCDP).")] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Set a dataset's budget (all analysts together), or an analyst's grant on it."""
@@ -77,7 +86,7 @@ def register(app: typer.Typer) -> None:
         from ..accounting import analyst_id
 
         who = None if analyst is None else analyst_id(analyst)
-        with _persistent(ledger, create=True) as led:
+        with _persistent(ledger, create=True, config=config) as led:
             if who is None:
                 status = led.set_dataset_budget(dataset, total)
             else:
@@ -102,10 +111,11 @@ def register(app: typer.Typer) -> None:
         delta: Annotated[str | None, typer.Option("--delta", "-d", help="Total δ.")] = None,
         rho: Annotated[str | None, typer.Option("--rho", help="Total ρ (zCDP).")] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Grant an analyst a budget on a dataset (the same as `budget set --analyst`)."""
-        set_command(dataset, analyst, epsilon, delta, rho, ledger, json_output)
+        set_command(dataset, analyst, epsilon, delta, rho, ledger, config, json_output)
 
     @budget_app.command("show")
     @handle_errors
@@ -113,6 +123,7 @@ def register(app: typer.Typer) -> None:
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         server: Annotated[str | None, SERVER_OPTION] = None,
         token: Annotated[str | None, TOKEN_OPTION] = None,
         json_output: bool = JSON_OPTION,
@@ -122,11 +133,12 @@ def register(app: typer.Typer) -> None:
         from ..accounting import analyst_id
 
         if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
+                                  "--config": config})
             remote_budget(server, token, dataset, json_output)
             return
         who = None if analyst is None else analyst_id(analyst)
-        with _persistent(ledger, create=False) as led:
+        with _persistent(ledger, create=False, config=config) as led:
             datasets = {d: s for d, s in led.dataset_budgets().items()
                         if dataset is None or d == dataset}
             grants = {k: s for k, s in led.budgets().items()
@@ -146,6 +158,7 @@ def register(app: typer.Typer) -> None:
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         server: Annotated[str | None, SERVER_OPTION] = None,
         token: Annotated[str | None, TOKEN_OPTION] = None,
         json_output: bool = JSON_OPTION,
@@ -153,10 +166,11 @@ def register(app: typer.Typer) -> None:
         """Budget records and charges, oldest first; with --server, your own on a running
         service."""
         if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
+                                  "--config": config})
             remote_history(server, token, dataset, json_output)
             return
-        with _persistent(ledger, create=False) as led:
+        with _persistent(ledger, create=False, config=config) as led:
             rows = led.entries(analyst=analyst, dataset=dataset,
                                types=("dataset_budget", "grant", "charge"))
             location = led.location

@@ -98,6 +98,41 @@ def open_ledger(option: str | None, *, create: bool = True) -> Any:
     return Ledger(path, anchor=anchor)
 
 
+CONFIG_LEDGER_OPTION = typer.Option(
+    "--config", "-c", help="A service configuration (TOML): use the ledger it names (its SQLite "
+                           "file or PostgreSQL) instead of --ledger.")
+
+
+def open_any_ledger(option: str | None, config: Path | None, *, create: bool = True) -> Any:
+    """The ledger of ``--ledger`` (see :func:`open_ledger`), or of ``--config``: the one the
+    service configured there uses (a PostgreSQL ledger, whose commands have no file, or its
+    SQLite file with this user's anchor check); None when a file does not exist and
+    ``create`` is False."""
+    from ..core.errors import InvalidParameterError
+
+    if config is None:
+        return open_ledger(option, create=create)
+    if option is not None:
+        raise InvalidParameterError("--ledger and --config both name a ledger",
+                                    remedy="pass one of them")
+    from .serve import service
+
+    cfg = service("_config").ServiceConfig.load(str(config))
+    if cfg.ledger.dsn is None:
+        return open_ledger(str(cfg.sqlite_path()), create=create)
+    return service("_core").open_ledger(cfg)
+
+
+def missing_ledger(option: str | None, config: Path | None) -> Any:
+    """The error for a ledger file that does not exist (yet)."""
+    from ..core.errors import LedgerError
+
+    where = ledger_path(option) if config is None else f"the file {config} names"
+    return LedgerError(f"there is no ledger at {where} yet",
+                       remedy="set a budget first: statcurator budget set --dataset D "
+                              "--epsilon E (or pass --ledger PATH / --config FILE)")
+
+
 def register(app: typer.Typer) -> None:
     ledger_app = typer.Typer(help="Verify and export the privacy ledger.", no_args_is_help=True)
     app.add_typer(ledger_app, name="ledger")
@@ -105,14 +140,12 @@ def register(app: typer.Typer) -> None:
     @ledger_app.command("verify")
     @handle_errors
     def verify_command(ledger: Annotated[str | None, LEDGER_OPTION] = None,
+                       config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
                        json_output: bool = JSON_OPTION) -> None:
         """Verify the hash chain and re-derive every running total; name the first bad row."""
-        from ..core.errors import LedgerError
-
-        led = open_ledger(ledger, create=False)
+        led = open_any_ledger(ledger, config, create=False)
         if led is None:
-            raise LedgerError(f"there is no ledger at {ledger_path(ledger)}",
-                              remedy="pass --ledger PATH, or set STATCURATOR_LEDGER")
+            raise missing_ledger(ledger, config)
         with led:
             result = led.verify()
             counts = led.counts()
@@ -129,6 +162,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def export_command(
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
         output: Annotated[Path | None, typer.Option(
             "--output", "-o", help="Write to this file instead of standard output.")] = None,
@@ -138,17 +172,16 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from ..accounting import ENTRY_TYPES
-        from ..core.errors import InvalidParameterError, LedgerError
+        from ..core.errors import InvalidParameterError
 
         if json_output and output is None:
             fmt = "jsonl"
         if fmt not in ("jsonl", "csv"):
             raise InvalidParameterError(f"unknown format {fmt!r}", remedy="use --format jsonl "
                                         "or --format csv")
-        led = open_ledger(ledger, create=False)
+        led = open_any_ledger(ledger, config, create=False)
         if led is None:
-            raise LedgerError(f"there is no ledger at {ledger_path(ledger)}",
-                              remedy="pass --ledger PATH, or set STATCURATOR_LEDGER")
+            raise missing_ledger(ledger, config)
         with led:
             rows = [e.as_dict() for e in led.entries(types=ENTRY_TYPES)]
         with contextlib.ExitStack() as stack:

@@ -30,7 +30,7 @@ from ._common import (
     print_json,
     print_table,
 )
-from .ledger import LEDGER_OPTION
+from .ledger import CONFIG_LEDGER_OPTION, LEDGER_OPTION
 from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options
 
 ANALYST_OPTION = typer.Option("--analyst", "-a", help="Whose requests (identity, normalized); "
@@ -52,13 +52,15 @@ def register(app: typer.Typer) -> None:
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         server: Annotated[str | None, SERVER_OPTION] = None,
         token: Annotated[str | None, TOKEN_OPTION] = None,
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Charged requests, newest first, and whether each answer is stored."""
         if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
+                                  "--config": config})
             from .serve import remote_releases
 
             where, who, rows = remote_releases(server, token)
@@ -66,7 +68,7 @@ def register(app: typer.Typer) -> None:
             from ..accounting import analyst_id
             from .budget import _persistent
 
-            with _persistent(ledger, create=False) as led:
+            with _persistent(ledger, create=False, config=config) as led:
                 charges = led.charges(None if analyst is None else analyst_id(analyst),
                                       dataset)
                 where, who = led.location, None
@@ -94,6 +96,7 @@ def register(app: typer.Typer) -> None:
                                                        "list`).")],
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
+        config: Annotated[Path | None, CONFIG_LEDGER_OPTION] = None,
         server: Annotated[str | None, SERVER_OPTION] = None,
         token: Annotated[str | None, TOKEN_OPTION] = None,
         report: Annotated[Path | None, REPORT_OPTION] = None,
@@ -104,7 +107,8 @@ def register(app: typer.Typer) -> None:
 
         output_path(report, "--report", (".html", ".htm"))
         if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger})
+            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
+                                  "--config": config})
             from .serve import remote_release
 
             remote_release(server, token, request_id, report, json_output)
@@ -112,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from .budget import _persistent
 
         who = analyst_of(analyst)
-        with _persistent(ledger, create=False) as led:
+        with _persistent(ledger, create=False, config=config) as led:
             payload = led.replay(who, request_id)
             rel = release_of(payload)
             if rel is None:

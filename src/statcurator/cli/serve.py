@@ -76,6 +76,7 @@ _LOCAL_ONLY = {
     "--metadata": "the server's datasets and their metadata are registered by its curator",
     "--input-separator": "the server's datasets are registered by its curator",
     "--engine": "the server runs the engine its curator configured",
+    "--config": "the server reads its own configuration",
 }
 
 
