@@ -400,9 +400,10 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
                 "connect-src 'self'; frame-ancestors 'none'")
     docs_headers = {"Content-Security-Policy": docs_csp, "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "no-referrer"}
-    # the files change only when fastapi-offline is upgraded (their URLs do not): cached for a
-    # day, so an upgrade reaches the browsers within a day
-    vendored_headers = {**docs_headers, "Cache-Control": "public, max-age=86400"}
+    # the files change only when fastapi-offline is upgraded, and their URLs do not: browsers
+    # keep them but ask again each time (no-cache), and a file that has not changed is
+    # answered 304 from its ETag, so an upgrade reaches them at once and costs nothing else
+    vendored_headers = {**docs_headers, "Cache-Control": "no-cache"}
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> Response:
@@ -413,7 +414,7 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
         return FileResponse(STATIC / "docs.js", media_type="text/javascript",
                             headers=docs_headers)
 
-    def swagger_ui(name: str) -> Response:
+    def swagger_ui(name: str, request: Request) -> Response:
         path = swagger_ui_file(name)
         if path is None:  # /docs still answers: docs.js says what is wrong and links the schema
             raise NotFound(f"Swagger UI's {name} is missing from this server's Python "
@@ -421,15 +422,21 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
                            "statcurator's service)",
                            remedy="reinstall statcurator with its service dependencies "
                                   "(pip install -e '.[service]') and restart the server")
-        return FileResponse(path, media_type=SWAGGER_UI[name], headers=vendored_headers)
+        st = path.stat()
+        tag = f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
+        headers = {**vendored_headers, "ETag": tag}
+        asked = request.headers.get("if-none-match", "")
+        if tag in (t.strip().removeprefix("W/") for t in asked.split(",")):
+            return Response(status_code=304, headers=headers)
+        return FileResponse(path, media_type=SWAGGER_UI[name], headers=headers)
 
     @app.get("/docs/swagger-ui-bundle.js", include_in_schema=False)
-    def swagger_ui_js() -> Response:
-        return swagger_ui("swagger-ui-bundle.js")
+    def swagger_ui_js(request: Request) -> Response:
+        return swagger_ui("swagger-ui-bundle.js", request)
 
     @app.get("/docs/swagger-ui.css", include_in_schema=False)
-    def swagger_ui_css() -> Response:
-        return swagger_ui("swagger-ui.css")
+    def swagger_ui_css(request: Request) -> Response:
+        return swagger_ui("swagger-ui.css", request)
 
     # -- the console ----------------------------------------------------------------------
     if config.server.console:
