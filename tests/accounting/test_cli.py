@@ -236,6 +236,7 @@ def test_releases_list_and_show_again_at_no_cost(home):
     lost = cli("releases", "show", "lost", "--analyst", "alice", "--json")
     assert lost.exit_code == 2 and _json(lost)["error"] == "AnswerLostError"
     unknown = cli("releases", "show", "r1", "--analyst", "bob", "--json")  # alice's id
-    assert unknown.exit_code == 2 and "no charge" in _json(unknown)["problem"]
+    assert unknown.exit_code == 2 and "no request 'r1'" in _json(unknown)["problem"]
+    assert "statcurator releases list" in _json(unknown)["remedy"]  # not charge() (Python)
     spent = _json(cli("budget", "show", "--analyst", "alice", "--json"))["grants"][0]
     assert spent["spent"] == "ε=2.5" and spent["charges"] == 3  # shows charged nothing

@@ -179,7 +179,8 @@ def test_the_curator_revokes_an_analyst(api, setup: Setup) -> None:
     assert api.post("/v1/admin/analysts/nobody/revoke", headers=h).status_code == 404
     # the last admin with a working token cannot be revoked; with a second admin it can
     last = api.post("/v1/admin/analysts/admin/revoke", headers=h)
-    assert last.status_code == 409 and "add another admin" in last.json()["remedy"]
+    assert last.status_code == 409 and "POST /v1/admin/analysts" in last.json()["remedy"]
+    assert "statcurator" not in last.json()["remedy"]  # the API caller's terms
     new = api.post("/v1/admin/analysts/alice/rotate", headers=h).json()["token"]
     me = {"Authorization": f"Bearer {new}"}
     assert api.get("/v1/budget", headers=me).json()["grants"][0]["spent"] == {"epsilon": "1/2"}
@@ -188,6 +189,120 @@ def test_the_curator_revokes_an_analyst(api, setup: Setup) -> None:
     assert api.post("/v1/admin/analysts/admin/revoke", headers=h).status_code == 200
     assert api.get("/v1/me", headers=h).status_code == 401
     assert api.get("/v1/me", headers={"Authorization": f"Bearer {second}"}).status_code == 200
+
+
+def test_a_token_authenticated_before_its_revocation_cannot_undo_it(api, setup: Setup) -> None:
+    """The attack: a thief's request with alice's token is authenticated, the curator revokes
+    alice, then the request rotates "its own" token and gets a working one. One's own
+    rotation replaces only the token the request came with: refused (401), still revoked.
+    The control: the same rotation with the token still current succeeds."""
+    svc = setup.svc
+    thief = svc.authenticate(setup.tokens["alice"])
+    admin = svc.authenticate(setup.tokens["admin"])
+    assert svc.revoke(admin, "alice") == {"analyst": "alice", "revoked": True}
+    from statcurator.service._problems import Unauthorized
+
+    with pytest.raises(Unauthorized):
+        svc.rotate(thief, thief.name)
+    listed = {a["analyst"]: a["revoked"] for a in svc.store.list()}
+    assert listed["alice"] is True
+    # the curator's own rotation of someone else re-enables, as intended
+    fresh = svc.rotate(admin, "alice")
+    assert svc.authenticate(fresh).name == "alice"
+    # control: bob's own rotation with his current token works, and only once
+    bob = svc.authenticate(setup.tokens["bob"])
+    new = svc.rotate(bob, bob.name)
+    assert svc.authenticate(new).name == "bob" and svc.authenticate(setup.tokens["bob"]) is None
+    with pytest.raises(Unauthorized):
+        svc.rotate(bob, bob.name)  # the same (now rotated) token again
+    # over HTTP: a stale token's self-rotation is 401
+    r = api.post("/v1/me/rotate", headers=setup.headers("bob"))
+    assert r.status_code == 401
+
+
+def test_two_admins_revoking_each_other_at_once_leave_one(setup: Setup, ledger_kind) -> None:
+    """The check "another admin keeps a working token" and the revocation are one guarded
+    statement: rounds of two curators (two store connections, as two server processes)
+    revoking each other at the same moment always leave exactly one working admin. The
+    control: a check made first and a write made after it, interleaved as a race can
+    interleave them (both checks, then both writes), leaves none."""
+    import threading
+
+    from statcurator.service._store import ServiceStore
+
+    kind, dsn = ledger_kind
+    store = setup.svc.store
+
+    def another() -> ServiceStore:
+        if kind == "postgres":
+            return ServiceStore.postgres(dsn, setup.svc.config.ledger.schema)
+        return ServiceStore.sqlite(setup.svc.config.tokens_path())
+
+    def working_admins() -> list[str]:
+        return [a["analyst"] for a in store.list() if a["role"] == "admin" and not a["revoked"]]
+
+    def only_working(*names: str) -> None:
+        for name in names:
+            store.add(name, "admin")
+        for other in set(working_admins()) - set(names):
+            assert store.revoke(other) == "revoked"
+
+    for round_ in range(12):
+        a, b = f"a{round_}", f"b{round_}"
+        only_working(a, b)
+        s1, s2 = another(), another()
+        barrier = threading.Barrier(2)
+        outcome: dict[str, str] = {}
+
+        def go(own: ServiceStore, name: str, barrier: threading.Barrier,
+               outcome: dict[str, str]) -> None:
+            barrier.wait()
+            outcome[name] = own.revoke(name)
+
+        threads = [threading.Thread(target=go, args=(s1, b, barrier, outcome)),
+                   threading.Thread(target=go, args=(s2, a, barrier, outcome))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        s1.close()
+        s2.close()
+        assert len(working_admins()) == 1, (round_, outcome)
+        assert sorted(outcome.values()) == ["last admin", "revoked"], outcome
+
+    # the control: check, then write, interleaved
+    only_working("c", "d")
+    checks = [len(working_admins()) > 1, len(working_admins()) > 1]
+    for name, ok in zip(("c", "d"), checks, strict=True):
+        if ok:
+            store._run(f"UPDATE statcurator_tokens SET token_hash = {store._ph} WHERE "
+                       f"analyst = {store._ph}", (f"revoked:{name}", name))
+    assert working_admins() == []
+
+
+def test_names_and_request_ids_with_a_slash_are_reachable(api, setup: Setup) -> None:
+    """An analyst named ``ops/eve`` can be revoked, rotated and granted, and a stored answer
+    under the request id ``2024/01/run-1`` fetched again; names and ids of dots only (which
+    browsers resolve away) are refused when they would be created."""
+    h = setup.headers("admin")
+    _, token = setup.svc.add_analyst(setup.svc.authenticate(setup.tokens["admin"]), "ops/eve")
+    g = api.put("/v1/admin/analysts/ops%2Feve/budgets/adult", json={"epsilon": 2}, headers=h)
+    assert g.status_code == 200 and g.json()["total"] == {"epsilon": "2"}
+    key = {"Idempotency-Key": "2024/01/run-1"}
+    first = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.5},
+                     headers={"Authorization": f"Bearer {token}", **key}).json()
+    again = api.get("/v1/releases/2024%2F01%2Frun-1",
+                    headers={"Authorization": f"Bearer {token}"})
+    assert again.status_code == 200 and again.json()["release"]["rows"] == \
+        first["release"]["rows"]
+    assert api.post("/v1/admin/analysts/ops%2Feve/revoke", headers=h).status_code == 200
+    assert api.get("/v1/me", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+    assert api.post("/v1/admin/analysts/ops%2Feve/rotate", headers=h).status_code == 200
+    dots = api.post("/v1/admin/analysts", json={"name": ".."}, headers=h)
+    assert dots.status_code == 400 and "only dots" in dots.json()["detail"]
+    r = api.post("/v1/queries", json={"sql": COUNT, "epsilon": 0.1},
+                 headers=setup.headers("bob", **{"Idempotency-Key": ".."}))
+    assert r.status_code == 400 and "only dots" in r.json()["detail"]
 
 
 def test_over_budget_is_refused_and_records_nothing(api, setup: Setup) -> None:
@@ -301,6 +416,8 @@ def test_swagger_ui_is_served_from_the_installed_package(docs_api) -> None:
         again = docs_api.get(f"/docs/{name}", headers={"If-None-Match": r.headers["etag"]})
         assert again.status_code == 304 and again.content == b""
         assert again.headers["etag"] == r.headers["etag"]
+        anything = docs_api.get(f"/docs/{name}", headers={"If-None-Match": "*"})
+        assert anything.status_code == 304
         stale = docs_api.get(f"/docs/{name}", headers={"If-None-Match": '"0-0", "1-1"'})
         assert stale.status_code == 200 and stale.content == r.content
     # Swagger UI 5: the 4.x line cannot render OpenAPI 3.1, which FastAPI publishes

@@ -244,3 +244,64 @@ def test_ledger_commands_take_the_service_configuration(ledger_kind, tmp_path: P
     assert json.loads(runner.invoke(app, ["releases", "list", *c]).output)["releases"] == []
     both = runner.invoke(app, ["budget", "show", "--ledger", str(tmp_path / "x.db"), *c])
     assert both.exit_code == 2 and "--ledger and --config" in json.loads(both.output)["problem"]
+
+
+def test_ledger_commands_with_config_never_create_what_they_only_read(
+        ledger_kind, tmp_path: Path, monkeypatch) -> None:
+    """A mistyped PostgreSQL schema (or a SQLite file that is not there) is reported
+    missing by the reading commands, not created and then verified as an empty ledger; a
+    configuration that names no ledger, with $STATCURATOR_LEDGER asking for a throwaway one,
+    is refused instead of granting into memory; and a grant names a dataset and an analyst
+    the service knows."""
+    kind, dsn = ledger_kind
+    config = write_config(tmp_path / "curator.toml", kind, dsn)
+    for args in (["ledger", "verify"], ["budget", "show"], ["releases", "list"]):
+        r = runner.invoke(app, [*args, "--config", str(config), "--json"])
+        assert r.exit_code == 2, (args, r.output)
+        doc = json.loads(r.output)
+        assert "there is no ledger" in doc["problem"] and "--config" in doc["remedy"]
+    if kind == "postgres":  # nothing was created: the schema is still missing
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            schema = conn.execute("SELECT to_regclass(%s)", (
+                f'"{ServiceConfig.load(config, env={}).ledger.schema}".ledger',)).fetchone()
+        assert schema[0] is None
+    else:
+        assert not (tmp_path / "ledger.db").exists()
+    c = ["--config", str(config), "--json"]
+    runner.invoke(app, ["analysts", "add", "fay", *c])
+    for args, expected in ((["--dataset", "adlt", "--analyst", "fay"], "no dataset 'adlt'"),
+                           (["--dataset", "adult", "--analyst", "fy"], "no analyst 'fy'")):
+        r = runner.invoke(app, ["budget", "grant", *args, "--epsilon", "1", *c])
+        assert r.exit_code == 2 and expected in json.loads(r.output)["problem"], r.output
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[server]\nport = 0\n[[datasets]]\nname = "adult"\ndata = "adult"\n',
+                    encoding="utf-8")
+    monkeypatch.setenv("STATCURATOR_LEDGER", ":memory:")
+    r = runner.invoke(app, ["budget", "set", "--dataset", "adult", "--epsilon", "1",
+                            "--config", str(bare), "--json"])
+    assert r.exit_code == 2 and "in-memory" in json.loads(r.output)["problem"]
+    assert not list(Path.cwd().glob(":memory:*"))  # no store file named after the ledger
+    throwaway = ServiceConfig.load(bare, env={})
+    assert str(throwaway.tokens_path()) == ":memory:"  # a throwaway ledger's tokens too
+
+
+def test_revoking_from_the_command_line_needs_only_the_token_store(tmp_path: Path) -> None:
+    """An emergency revocation works where the service's data files are not (another
+    machine); the last admin is refused in the command line's terms."""
+    config = write_config(tmp_path / "curator.toml", "sqlite")
+    c = ["--config", str(config), "--json"]
+    admin = json.loads(runner.invoke(app, ["analysts", "add", "boss", "--role", "admin",
+                                           *c]).output)
+    runner.invoke(app, ["analysts", "add", "gus", *c])
+    gone = write_config(tmp_path / "elsewhere.toml", "sqlite", datasets=(
+        {"name": "sales", "data": str(tmp_path / "missing.csv")},))
+    r = runner.invoke(app, ["analysts", "revoke", "gus", "--config", str(gone), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["revoked"] is True, r.output
+    last = runner.invoke(app, ["analysts", "revoke", "boss", *c])
+    doc = json.loads(last.output)
+    assert last.exit_code == 2 and "last admin" in doc["problem"]
+    assert "statcurator analysts add NAME --role admin" in doc["remedy"]
+    assert "POST" not in doc["remedy"]
+    assert admin["role"] == "admin"

@@ -127,6 +127,7 @@ def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -
         urllib.request.urlopen(urllib.request.Request(  # noqa: S310 - the test's own server
             server.url.rstrip("/") + "/v1/me", headers={"Authorization": f"Bearer {token}"}), timeout=30)
     assert refused.value.code == 401
+    page.once("dialog", lambda dialog: dialog.accept())
     page.select_option("#access-analyst", "carol")
     page.click("#access-form button[value=rotate]")
     page.wait_for_selector("#new-token:has-text('New token of carol')")

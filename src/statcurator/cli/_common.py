@@ -380,12 +380,25 @@ def keyword_form(text: str, names: Iterable[str]) -> str:
     'pass delta=1e-6 (charged), or epsilon=0.5'
     >>> keyword_form('send {"sql": "SELECT 1"}', ["delta"])
     'send {"sql": "SELECT 1"}'
+
+    A member inside a JSON object (``e.g. {"sql": "...", "epsilon": 0.5}``: a body to send)
+    stays as it is:
+
+    >>> keyword_form('send JSON, e.g. {"sql": "SELECT 1", "epsilon": 0.5}', ["epsilon"])
+    'send JSON, e.g. {"sql": "SELECT 1", "epsilon": 0.5}'
     """
     names = sorted(names, key=len, reverse=True)
     if not names:
         return text
     alternatives = "|".join(re.escape(n) for n in names)
-    return re.sub(rf'"({alternatives})":\s*({_VALUE})', r"\1=\2", text)
+
+    def keyword(m: re.Match[str]) -> str:
+        before = text[:m.start()]
+        if before.count("{") > before.count("}"):  # inside an object: JSON for the API
+            return m.group(0)
+        return f"{m.group(1)}={m.group(2)}"
+
+    return re.sub(rf'"({alternatives})":\s*({_VALUE})', keyword, text)
 
 
 def _command_flags(fn: Callable[..., Any]) -> dict[str, str]:

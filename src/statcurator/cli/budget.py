@@ -26,6 +26,7 @@ from .ledger import (
     CONFIG_LEDGER_OPTION,
     LEDGER_OPTION,
     MEMORY,
+    configured_file,
     ledger_path,
     missing_ledger,
     open_any_ledger,
@@ -53,6 +54,32 @@ def _persistent(option: str | None, *, create: bool, config: Path | None = None)
     if led is None:
         raise missing_ledger(option, config)
     return led
+
+
+def _check_service_names(config: Path, dataset: str, analyst: str | None) -> None:
+    """With ``--config``, a budget names a dataset the service serves and an analyst it
+    knows (the API refuses others too): a mistyped name would be a budget nobody uses."""
+    from ..core.errors import InvalidParameterError
+    from .serve import service
+
+    core = service("_core")
+    cfg = service("_config").ServiceConfig.load(str(config))
+    if cfg.ledger.dsn is None:
+        configured_file(cfg, config)  # a throwaway ledger is refused before anything opens
+    store = core.open_store(cfg)
+    try:
+        datasets = {d.name for d in cfg.datasets} | {d[0] for d in store.datasets()}
+        known = {a["analyst"] for a in store.list()}
+    finally:
+        store.close()
+    if dataset not in datasets:
+        raise InvalidParameterError(
+            f"the service configured in {config} serves no dataset {dataset!r}",
+            remedy="its datasets: " + (", ".join(sorted(datasets)) or "none"))
+    if analyst is not None and analyst not in known:
+        raise InvalidParameterError(
+            f"the service configured in {config} has no analyst {analyst!r}",
+            remedy=f"create it first: statcurator analysts add {analyst} --config {config}")
 
 
 def register(app: typer.Typer) -> None:
@@ -86,6 +113,8 @@ def register(app: typer.Typer) -> None:
         from ..accounting import analyst_id
 
         who = None if analyst is None else analyst_id(analyst)
+        if config is not None:
+            _check_service_names(config, dataset, who)
         with _persistent(ledger, create=True, config=config) as led:
             if who is None:
                 status = led.set_dataset_budget(dataset, total)
@@ -115,7 +144,9 @@ def register(app: typer.Typer) -> None:
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Grant an analyst a budget on a dataset (the same as `budget set --analyst`)."""
-        set_command(dataset, analyst, epsilon, delta, rho, ledger, config, json_output)
+        # by keyword: set_command's error handler reads json_output from its keywords
+        set_command(dataset=dataset, analyst=analyst, epsilon=epsilon, delta=delta, rho=rho,
+                    ledger=ledger, config=config, json_output=json_output)
 
     @budget_app.command("show")
     @handle_errors

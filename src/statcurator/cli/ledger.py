@@ -106,8 +106,8 @@ CONFIG_LEDGER_OPTION = typer.Option(
 def open_any_ledger(option: str | None, config: Path | None, *, create: bool = True) -> Any:
     """The ledger of ``--ledger`` (see :func:`open_ledger`), or of ``--config``: the one the
     service configured there uses (a PostgreSQL ledger, whose commands have no file, or its
-    SQLite file with this user's anchor check); None when a file does not exist and
-    ``create`` is False."""
+    SQLite file with this user's anchor check). None when it does not exist and ``create``
+    is False (a mistyped schema must not be created and then verified as empty)."""
     from ..core.errors import InvalidParameterError
 
     if config is None:
@@ -115,22 +115,66 @@ def open_any_ledger(option: str | None, config: Path | None, *, create: bool = T
     if option is not None:
         raise InvalidParameterError("--ledger and --config both name a ledger",
                                     remedy="pass one of them")
+    cfg = _service_config(config)
+    if cfg.ledger.dsn is None:
+        return open_ledger(configured_file(cfg, config), create=create)
+    if not create and not _postgres_ledger_exists(cfg.ledger.dsn, cfg.ledger.schema):
+        return None
     from .serve import service
 
-    cfg = service("_config").ServiceConfig.load(str(config))
-    if cfg.ledger.dsn is None:
-        return open_ledger(str(cfg.sqlite_path()), create=create)
     return service("_core").open_ledger(cfg)
 
 
-def missing_ledger(option: str | None, config: Path | None) -> Any:
-    """The error for a ledger file that does not exist (yet)."""
+def configured_file(cfg: Any, config: Path) -> str:
+    """The SQLite file of a service configuration ``cfg`` (read from ``config``), refused
+    when it is a throwaway in-memory one (a budget set there is forgotten at once)."""
+    from ..core.errors import InvalidParameterError
+
+    path = str(cfg.sqlite_path())
+    if path == MEMORY:
+        raise InvalidParameterError(
+            f"{config} names no ledger, and ${LEDGER_ENV} asks for a throwaway in-memory one, "
+            "whose budgets are forgotten at once",
+            remedy="set [ledger] path (or dsn) in the configuration")
+    return path
+
+
+def _service_config(config: Path) -> Any:
+    from .serve import service
+
+    return service("_config").ServiceConfig.load(str(config))
+
+
+def _postgres_ledger_exists(dsn: str, schema: str) -> bool:
+    """Whether the schema holds a ledger table (read only: nothing is created)."""
+    import psycopg
+
     from ..core.errors import LedgerError
 
-    where = ledger_path(option) if config is None else f"the file {config} names"
-    return LedgerError(f"there is no ledger at {where} yet",
-                       remedy="set a budget first: statcurator budget set --dataset D "
-                              "--epsilon E (or pass --ledger PATH / --config FILE)")
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass(%s)",
+                               (f'"{schema}".ledger',)).fetchone()
+    except psycopg.Error as e:
+        raise LedgerError(f"cannot connect to the ledger database ({type(e).__name__})",
+                          remedy="check [ledger] dsn in the configuration, and that the "
+                                 "database is running") from None
+    return row is not None and row[0] is not None
+
+
+def missing_ledger(option: str | None, config: Path | None) -> Any:
+    """The error for a ledger that does not exist (yet), in the command's terms."""
+    from ..core.errors import LedgerError
+
+    if config is None:
+        return LedgerError(f"there is no ledger at {ledger_path(option)} yet",
+                           remedy="set a budget first: statcurator budget set --dataset D "
+                                  "--epsilon E (or pass --ledger PATH)")
+    return LedgerError(f"there is no ledger at {_service_config(config).ledger_location()} "
+                       f"(the ledger {config} names) yet",
+                       remedy=f"start the service once (statcurator serve --config {config}), "
+                              f"or set a budget first: statcurator budget set --dataset D "
+                              f"--epsilon E --config {config}")
 
 
 def register(app: typer.Typer) -> None:

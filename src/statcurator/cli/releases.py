@@ -117,6 +117,14 @@ def register(app: typer.Typer) -> None:
 
         who = analyst_of(analyst)
         with _persistent(ledger, create=False, config=config) as led:
+            if not any(c.request_id == request_id for c in led.charges(who)):
+                from ..core.errors import LedgerError
+
+                raise LedgerError(f"analyst {who!r} has no request {request_id!r} in the "
+                                  f"ledger {led.location}",
+                                  remedy="list the requests: statcurator releases list "
+                                         "[--analyst A]; a request is another analyst's if "
+                                         "it was made under --analyst")
             payload = led.replay(who, request_id)
             rel = release_of(payload)
             if rel is None:

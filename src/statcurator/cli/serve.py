@@ -262,8 +262,7 @@ def _call(server: str, token: str, path: str, body: dict[str, Any] | None = None
         if not (isinstance(kind, type) and issubclass(kind, errors.StatcuratorError)):
             kind = errors.InvalidParameterError
         remedy = (remedies or {}).get(e.code, doc.get("remedy"))
-        raise kind(keyword_form(f"the server refused ({e.code}): {doc.get('detail')}",
-                                _REQUEST_FIELDS),
+        raise kind(f"the server refused ({e.code}): {doc.get('detail')}",
                    remedy=keyword_form(remedy, _REQUEST_FIELDS) if isinstance(remedy, str)
                    else None) from None
     except (urllib.error.URLError, OSError, ValueError) as e:

@@ -189,7 +189,8 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
                                       "curator creates tokens (`statcurator analysts add NAME`)")
         who = service.authenticate(credentials.credentials)
         if who is None:
-            raise Unauthorized("the API token is not valid (unknown, mistyped or rotated)",
+            raise Unauthorized("the API token is not valid (unknown, mistyped, rotated or "
+                               "revoked)",
                                remedy="use your current token, or ask the curator to rotate "
                                       "it (`statcurator analysts rotate NAME`)")
         limits.check(who.name)  # before the route runs: a refused request does nothing
@@ -311,7 +312,7 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
     def releases(who: Who) -> dict[str, Any]:
         return service.releases(who)
 
-    @app.get("/v1/releases/{request_id}", tags=["releases"], responses=responses,
+    @app.get("/v1/releases/{request_id:path}", tags=["releases"], responses=responses,
              summary="One of your stored answers, again, at no cost")
     def stored(request_id: str, who: Who) -> Response:
         return Response(service.stored_release(who, request_id), media_type="application/json")
@@ -328,17 +329,17 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
         p, token = service.add_analyst(who, body.name, body.role)
         return {"analyst": p.name, "role": p.role, "token": token}
 
-    @app.post("/v1/admin/analysts/{name}/rotate", tags=["admin"], responses=responses,
+    @app.post("/v1/admin/analysts/{name:path}/rotate", tags=["admin"], responses=responses,
               summary="A new token for an analyst (budgets untouched)")
     def rotate(name: str, who: Who) -> dict[str, Any]:
         return {"analyst": analyst_id(name), "token": service.rotate(who, name)}
 
-    @app.post("/v1/admin/analysts/{name}/revoke", tags=["admin"], responses=responses,
+    @app.post("/v1/admin/analysts/{name:path}/revoke", tags=["admin"], responses=responses,
               summary="Revoke an analyst's token (its spent budget stays; rotate re-enables)")
     def revoke(name: str, who: Who) -> dict[str, Any]:
         return service.revoke(who, name)
 
-    @app.put("/v1/admin/analysts/{name}/budgets/{dataset}", tags=["admin"],
+    @app.put("/v1/admin/analysts/{name:path}/budgets/{dataset}", tags=["admin"],
              responses=responses, summary="Grant an analyst a budget on a dataset")
     def grant(name: str, dataset: str, body: LossBody, who: Who) -> dict[str, Any]:
         return service.grant(who, name, dataset, _dump(body))
@@ -426,7 +427,8 @@ def create_app(service: CuratorService, *, buckets: SharedBuckets | None = None)
         tag = f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
         headers = {**vendored_headers, "ETag": tag}
         asked = request.headers.get("if-none-match", "")
-        if tag in (t.strip().removeprefix("W/") for t in asked.split(",")):
+        if asked.strip() == "*" or tag in (t.strip().removeprefix("W/")
+                                           for t in asked.split(",")):
             return Response(status_code=304, headers=headers)
         return FileResponse(path, media_type=SWAGGER_UI[name], headers=headers)
 

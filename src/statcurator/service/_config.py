@@ -191,6 +191,8 @@ class ServiceConfig:
         if self.ledger.tokens:
             return Path(self.ledger.tokens).expanduser()
         led = self.sqlite_path()
+        if str(led) == ":memory:":  # a throwaway ledger: throwaway tokens, no file anywhere
+            return led
         return led.with_name(led.stem + ".tokens.db")
 
 

@@ -330,13 +330,28 @@ class CuratorService:
         return principal, token
 
     def rotate(self, who: Principal, name: str) -> str:
-        """A new token for ``name`` (the admin's, or the caller's own); budgets untouched."""
+        """A new token for ``name`` (the admin's, or the caller's own); budgets untouched.
+
+        One's own rotation replaces the token the request came with, and only that one: a
+        request that was authenticated just before the curator revoked (or rotated) its
+        token cannot undo that with a fresh token (401)."""
         from ..accounting import analyst_id
 
         target = analyst_id(name)
         if target != who.name:
             self.require_admin(who)
-        return self.store.rotate(target)
+            if self.store.get(target) is None:
+                raise NotFound(f"there is no analyst {target!r}",
+                               remedy="create it with POST /v1/admin/analysts")
+            return self.store.rotate(target)
+        try:
+            return self.store.rotate(target, replacing=who.token)
+        except InvalidParameterError as e:
+            if who.token is None:
+                raise
+            from ._problems import Unauthorized
+
+            raise Unauthorized(e.problem, remedy=e.remedy) from None
 
     def revoke(self, who: Principal, name: str) -> dict[str, Any]:
         """Revoke ``name``'s token (admin): refused for the last admin with a working token,
@@ -345,18 +360,16 @@ class CuratorService:
 
         self.require_admin(who)
         target = analyst_id(name)
-        found = self.store.get(target)
-        if found is None:
+        outcome = self.store.revoke(target)
+        if outcome == "missing":
             raise NotFound(f"there is no analyst {target!r}",
                            remedy="list them with GET /v1/admin/analysts")
-        revoked = {a["analyst"]: a["revoked"] for a in self.store.list()}
-        if found.admin and not revoked.get(target) and self.store.active_admins() <= 1:
+        if outcome == "last admin":
             raise Conflict(f"{target!r} is the last admin with a working token: revoking it "
                            "would leave no one able to manage the service",
-                           remedy="add another admin first (`statcurator analysts add NAME "
-                                  "--role admin`), or rotate this token instead "
-                                  f"(`statcurator analysts rotate {target}`)")
-        self.store.revoke(target)
+                           remedy='create another admin first (POST /v1/admin/analysts with '
+                                  '"role": "admin"), or give this one a new token instead '
+                                  f"(POST /v1/admin/analysts/{target}/rotate)")
         return {"analyst": target, "revoked": True}
 
     def analysts(self, who: Principal) -> dict[str, Any]:
@@ -753,9 +766,10 @@ def _loss(body: Any, what: str) -> Any:
 
 
 def _check_key(key: str) -> None:
-    if not key or len(key) > 200 or not key.isprintable():
+    if not key or len(key) > 200 or not key.isprintable() or not key.strip("."):
         raise InvalidParameterError("the request id (Idempotency-Key) must be 1 to 200 "
-                                    "printable characters",
+                                    "printable characters, not only dots (a URL path "
+                                    "cannot carry those: GET /v1/releases/{id})",
                                     remedy="use a random id such as a UUID")
 
 

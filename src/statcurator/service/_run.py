@@ -20,7 +20,8 @@ from typing import Any
 
 from ._config import ServiceConfig
 
-__all__ = ["serve", "prepare", "analysts_add", "analysts_list", "analysts_rotate"]
+__all__ = ["serve", "prepare", "analysts_add", "analysts_list", "analysts_rotate",
+           "analysts_revoke"]
 
 
 def prepare(config: ServiceConfig) -> tuple[Any, dict[str, Any]]:
@@ -176,23 +177,39 @@ def analysts_list(config_path: str | None) -> dict[str, Any]:
 
 
 def analysts_revoke(config_path: str | None, name: str) -> dict[str, Any]:
-    from ._store import Principal
+    """Revoke ``name``'s token through the token store alone (no dataset is loaded: an
+    emergency revocation needs only the store), in the command line's terms."""
+    from ..accounting import analyst_id
+    from ..core.errors import InvalidParameterError
+    from ._core import open_store
 
-    svc = _open(config_path)
+    store = open_store(ServiceConfig.load(config_path))
     try:
-        return {**svc.revoke(Principal("(operator)", "admin"), name),
-                "store": svc.store.location}
+        who = analyst_id(name)
+        outcome = store.revoke(who)
+        if outcome == "missing":
+            raise InvalidParameterError(f"there is no analyst {who!r}",
+                                        remedy="list them: statcurator analysts list")
+        if outcome == "last admin":
+            raise InvalidParameterError(
+                f"{who!r} is the last admin with a working token: revoking it would leave no "
+                "one able to manage the service",
+                remedy="add another admin first (statcurator analysts add NAME --role admin), "
+                       f"or give this one a new token instead (statcurator analysts rotate "
+                       f"{who})")
+        return {"analyst": who, "revoked": True, "store": store.location}
     finally:
-        svc.close()
+        store.close()
 
 
 def analysts_rotate(config_path: str | None, name: str) -> dict[str, Any]:
+    """A new token for ``name`` through the token store alone (also a revoked analyst's)."""
     from ..accounting import analyst_id
-    from ._store import Principal
+    from ._core import open_store
 
-    svc = _open(config_path)
+    store = open_store(ServiceConfig.load(config_path))
     try:
-        token = svc.rotate(Principal("(operator)", "admin"), name)
-        return {"analyst": analyst_id(name), "token": token, "store": svc.store.location}
+        who = analyst_id(name)
+        return {"analyst": who, "token": store.rotate(who), "store": store.location}
     finally:
-        svc.close()
+        store.close()

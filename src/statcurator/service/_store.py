@@ -31,6 +31,7 @@ Revoking an analyst removes its token's hash (no token opens it any more, in eve
 keeps its identity, so its spent budget stays spent; rotating it later issues a new token.
 
 >>> store.revoke("alice")
+'revoked'
 >>> store.authenticate(new) is None, store.list()[0]["revoked"]
 (True, True)
 >>> again = store.rotate("alice")
@@ -47,7 +48,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,14 +63,19 @@ _TABLE = "statcurator_tokens"
 #: what a revoked analyst's ``token_hash`` starts with: no SHA-256 (hex) of a token does
 _REVOKED = "revoked:"
 _DATASETS = "statcurator_datasets"
+#: the PostgreSQL advisory lock that serializes the token store's guarded changes
+_LOCK_KEY = 0x5C70_4B5E
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request comes from: the normalized analyst identity and its role."""
+    """Who a request comes from: the normalized analyst identity and its role (and, for a
+    request, the hash of the token it came with: a rotation of one's own token replaces
+    that token only)."""
 
     name: str
     role: str
+    token: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def admin(self) -> bool:
@@ -105,9 +111,10 @@ class ServiceStore:
     @classmethod
     def sqlite(cls, path: str | os.PathLike[str]) -> ServiceStore:
         p = Path(path).expanduser()
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if not p.exists():  # created private: hashes are not secrets, but nobody needs them
-            p.touch(mode=0o600)
+        if str(p) != ":memory:":  # (a throwaway store: SQLite's in-memory database)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if not p.exists():  # created private: hashes are not secrets, nobody needs them
+                p.touch(mode=0o600)
 
         def connect() -> Any:
             conn = sqlite3.connect(p, timeout=30, isolation_level=None,
@@ -145,6 +152,10 @@ class ServiceStore:
         if role not in ROLES:
             raise InvalidParameterError(f"unknown role {role!r}", remedy="use admin or analyst")
         who = analyst_id(name)
+        if not who.strip("."):
+            raise InvalidParameterError(f"the analyst name {who!r} is only dots, which a URL "
+                                        "path cannot carry (browsers resolve them)",
+                                        remedy="choose a name with a letter or digit")
         token = _new_token()
         if self.get(who) is not None:
             raise InvalidParameterError(
@@ -155,53 +166,68 @@ class ServiceStore:
                   (who, role, token_hash(token), token[:8], _now(), 1))
         return Principal(who, role), token
 
-    def rotate(self, name: str) -> str:
+    def rotate(self, name: str, *, replacing: str | None = None) -> str:
         """A new token for ``name``; the old one stops working. Budgets are untouched (they
-        belong to the identity, not to the token)."""
+        belong to the identity, not to the token).
+
+        ``replacing`` (the hash of the token a request came with) makes the rotation a
+        compare-and-swap: only that token is replaced, so a request authenticated just
+        before its token was revoked or rotated by the curator cannot undo that (an
+        :class:`InvalidParameterError`, and nothing changes); without it (the curator's
+        rotation) a revoked analyst gets a working token again."""
         from ..accounting import analyst_id
 
         who = analyst_id(name)
         token = _new_token()
         ph = self._ph
+        only = "" if replacing is None else f" AND token_hash = {ph}"
         count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
-                          f"{ph}, generation = generation + 1 WHERE analyst = {ph}",
-                          (token_hash(token), token[:8], _now(), who), rowcount=True)
+                          f"{ph}, generation = generation + 1 WHERE analyst = {ph}{only}",
+                          (token_hash(token), token[:8], _now(), who,
+                           *(() if replacing is None else (replacing,))), rowcount=True)
         if not count:
+            if replacing is not None:
+                raise InvalidParameterError(
+                    "this token was rotated or revoked meanwhile: it is not replaced",
+                    remedy="use your current token, or ask the curator for a new one")
             raise InvalidParameterError(f"there is no analyst {who!r}",
                                         remedy=f"create it first: statcurator analysts add {who}")
         return token
 
-    def revoke(self, name: str) -> None:
+    def revoke(self, name: str) -> str:
         """Revoke ``name``'s token: it stops working at once, in every process. The identity
-        and its spent budget stay; :meth:`rotate` issues it a new token."""
+        and its spent budget stay; :meth:`rotate` issues it a new token. Returns
+        ``"revoked"``, ``"missing"`` (no such analyst) or ``"last admin"`` (refused: the
+        last admin with a working token would leave no one able to manage the service).
+
+        The check and the change are one statement in a transaction that holds the store's
+        write lock (SQLite) or advisory lock (PostgreSQL) from before it reads: two curators
+        revoking each other at once cannot leave no admin."""
         from ..accounting import analyst_id
 
         who = analyst_id(name)
         ph = self._ph
+        live = f"substr(token_hash, 1, {len(_REVOKED)}) <> '{_REVOKED}'"
         # a unique marker in place of the hash (the column is unique and not null), which
-        # no token hashes to
-        count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
-                          f"{ph} WHERE analyst = {ph}",
-                          (_REVOKED + secrets.token_hex(16), "revoked", _now(), who),
-                          rowcount=True)
-        if not count:
-            raise InvalidParameterError(f"there is no analyst {who!r}",
-                                        remedy="list them: statcurator analysts list")
-
-    def active_admins(self) -> int:
-        """How many admins hold a working (not revoked) token."""
-        rows = self._run(f"SELECT count(*) FROM {_TABLE} WHERE role = 'admin' AND "
-                         f"substr(token_hash, 1, {len(_REVOKED)}) <> '{_REVOKED}'", (),
-                         fetch=True)
-        return int(rows[0][0])
+        # no token hashes to; an admin only while another admin keeps a working token
+        count = self._run(
+            f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = {ph} "
+            f"WHERE analyst = {ph} AND (role <> 'admin' OR (SELECT count(*) FROM {_TABLE} "
+            f"WHERE role = 'admin' AND {live} AND analyst <> {ph}) > 0)",
+            (_REVOKED + secrets.token_hex(16), "revoked", _now(), who, who), rowcount=True,
+            serialized=True)
+        if count:
+            return "revoked"
+        return "missing" if self.get(who) is None else "last admin"
 
     def authenticate(self, token: str | None) -> Principal | None:
         """The principal a token stands for, or None (unknown, malformed, rotated away)."""
         if not token or not token.startswith(TOKEN_PREFIX) or len(token) > 128:
             return None
+        digest = token_hash(token)
         rows = self._run(f"SELECT analyst, role FROM {_TABLE} WHERE token_hash = {self._ph}",
-                         (token_hash(token),), fetch=True)
-        return Principal(rows[0][0], rows[0][1]) if rows else None
+                         (digest,), fetch=True)
+        return Principal(rows[0][0], rows[0][1], digest) if rows else None
 
     def get(self, name: str) -> Principal | None:
         rows = self._run(f"SELECT analyst, role FROM {_TABLE} WHERE analyst = {self._ph}",
@@ -254,12 +280,29 @@ class ServiceStore:
         return self._conn
 
     def _run(self, sql: str, params: tuple[Any, ...], *, fetch: bool = False,
-             rowcount: bool = False) -> Any:
+             rowcount: bool = False, serialized: bool = False) -> Any:
+        """Run one statement (reconnecting once). ``serialized``: a statement whose condition
+        reads other rows, run one at a time across processes — on SQLite in a transaction
+        that takes the write lock before it reads (``BEGIN IMMEDIATE``), on PostgreSQL in
+        one holding the store's advisory lock."""
         with self._lock:
             for attempt in (0, 1):
                 conn = self._ensure()
                 try:
-                    cur = conn.execute(sql, params)
+                    if serialized and self._ph == "%s":
+                        with conn.transaction():
+                            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                            cur = conn.execute(sql, params)
+                    elif serialized:
+                        conn.execute("BEGIN IMMEDIATE")
+                        try:
+                            cur = conn.execute(sql, params)
+                        except BaseException:
+                            conn.execute("ROLLBACK")
+                            raise
+                        conn.execute("COMMIT")
+                    else:
+                        cur = conn.execute(sql, params)
                     if fetch:
                         return cur.fetchall()
                     return cur.rowcount if rowcount else None

@@ -309,6 +309,7 @@ $("access-form").addEventListener("submit", async (e) => {  // rotate or revoke 
       if (name === state.me.analyst) { $("signout").click(); return; }  // revoked oneself
       $("new-token").textContent = `${name} is revoked: no token works for it until it gets a new one.`;
     } else {
+      if (!confirm(`Give ${name} a new token? Its current token stops working at once (a revoked analyst works again).`)) return;
       const r = await api("POST", `${path}/rotate`);
       if (r.analyst === state.me.analyst) {  // one's own: keep the session with the new token
         state.token = r.token;
