@@ -1,5 +1,6 @@
 """``statcurator serve``: the curator service (HTTP API + web console), and the client side
-of ``statcurator query --server URL --token T``.
+of ``statcurator query|budget show|budget history|releases list|releases show --server URL
+--token T``.
 
     statcurator serve [--config curator.toml] [--host H] [--port P] [--workers N] [--json]
 
@@ -62,7 +63,7 @@ def register(app: typer.Typer) -> None:
                               workers=workers, as_json=json_output)
 
 
-# -- the client side: `statcurator query|budget show|budget history --server URL` ---------------
+# -- the client side: `statcurator query|budget|releases ... --server URL` --------------------
 
 SERVER_OPTION = typer.Option("--server", help="Ask a running `statcurator serve` at this URL "
                                               "instead.")
