@@ -317,19 +317,26 @@ def cli_remedy(text: str, flags: Mapping[str, str]) -> str:
     """
     text = _PYTHON_ONLY.sub("", text)
     text = _CLI_FORM.sub(lambda m: m.group(1).strip(), text)
-    if not flags:
-        return text
-    names = "|".join(re.escape(n) for n in sorted(flags, key=len, reverse=True))
 
-    def flag(m: re.Match[str]) -> str:
-        value = m.group(2)
+    def flag(name: str, value: str) -> str:
         if value[:1] in "'\"":
             value = value[1:-1]
         elif value.startswith("["):
             value = ",".join(v.strip().strip("'\"") for v in value[1:-1].split(","))
-        return f"{flags[m.group(1)]} {value}".rstrip()
+        return f"{flags[name]} {value}".rstrip()
 
-    return re.sub(rf"(?<![\w.-])({names})=({_VALUE})", flag, text)
+    return _keywords(text, flags, flag)
+
+
+def _keywords(text: str, names: Iterable[str], render: Callable[[str, str], str]) -> str:
+    """``text`` with each ``name=value`` (of ``names``, not part of a longer word) replaced
+    by ``render(name, value)``."""
+    names = sorted(names, key=len, reverse=True)
+    if not names:
+        return text
+    alternatives = "|".join(re.escape(n) for n in names)
+    return re.sub(rf"(?<![\w.-])({alternatives})=({_VALUE})",
+                  lambda m: render(m.group(1), m.group(2)), text)
 
 
 _CLI_ASIDE = re.compile(r"\s*\(CLI:(?:[^()]|\([^()]*\))*\)")
@@ -349,9 +356,6 @@ def api_remedy(text: str, fields: Iterable[str]) -> str:
     'pass "nonnegative": true'
     """
     text = _CLI_ASIDE.sub("", _PYTHON_ONLY.sub("", text))
-    names = sorted(fields, key=len, reverse=True)
-    if not names:
-        return text
 
     def item(v: str) -> str:
         v = v.strip()
@@ -359,16 +363,14 @@ def api_remedy(text: str, fields: Iterable[str]) -> str:
             return json.dumps(v[1:-1])
         return {"True": "true", "False": "false", "None": "null"}.get(v, v)
 
-    def member(m: re.Match[str]) -> str:
-        value = m.group(2)
+    def member(name: str, value: str) -> str:
         if value.startswith("[") and value != "[...]":
             value = "[" + ", ".join(item(v) for v in value[1:-1].split(",") if v.strip()) + "]"
         else:
             value = item(value)
-        return f'"{m.group(1)}": {value}'.rstrip()
+        return f'"{name}": {value}'.rstrip()
 
-    alternatives = "|".join(re.escape(n) for n in names)
-    return re.sub(rf"(?<![\w.-])({alternatives})=({_VALUE})", member, text)
+    return _keywords(text, fields, member)
 
 
 def keyword_form(text: str, names: Iterable[str]) -> str:
