@@ -305,3 +305,22 @@ def test_revoking_from_the_command_line_needs_only_the_token_store(tmp_path: Pat
     assert "statcurator analysts add NAME --role admin" in doc["remedy"]
     assert "POST" not in doc["remedy"]
     assert admin["role"] == "admin"
+
+
+@pytest.mark.parametrize("args", [
+    ["query", "--epsilon", "1", "adult", "SELECT COUNT(*) FROM adult"],
+    ["budget", "show"], ["budget", "history"], ["releases", "list"], ["releases", "show", "r1"],
+])
+def test_a_token_without_a_server_is_refused_not_ignored(args, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """``--token`` on the command line without ``--server`` would be ignored (the local
+    ledger is used): refused. The same token from $STATCURATOR_TOKEN, which is set for every
+    command, is not (the control: the command goes on to its own, other error)."""
+    ledger = ["--ledger", str(tmp_path / "none.db"), "--json"]
+    monkeypatch.delenv("STATCURATOR_TOKEN", raising=False)
+    r = runner.invoke(app, [*args, "--token", "sct_x", *ledger])
+    assert r.exit_code == 2 and json.loads(r.output)["problem"].startswith(
+        "--token is read only with --server"), r.output
+    monkeypatch.setenv("STATCURATOR_TOKEN", "sct_x")
+    r = runner.invoke(app, [*args, *ledger])
+    assert "--token" not in r.output, r.output

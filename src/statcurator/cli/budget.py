@@ -32,7 +32,14 @@ from .ledger import (
     open_any_ledger,
     save_anchor,
 )
-from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options, remote_budget, remote_history
+from .serve import (
+    SERVER_OPTION,
+    TOKEN_OPTION,
+    refuse_local_options,
+    refuse_token_without_server,
+    remote_budget,
+    remote_history,
+)
 
 DATASET_OPTION = typer.Option("--dataset", "-D", help="The dataset (its table name).")
 ANALYST_OPTION = typer.Option("--analyst", "-a", help="The analyst (identity, normalized).")
@@ -168,6 +175,7 @@ def register(app: typer.Typer) -> None:
                                   "--config": config})
             remote_budget(server, token, dataset, json_output)
             return
+        refuse_token_without_server(token)
         who = None if analyst is None else analyst_id(analyst)
         with _persistent(ledger, create=False, config=config) as led:
             datasets = {d: s for d, s in led.dataset_budgets().items()
@@ -201,6 +209,7 @@ def register(app: typer.Typer) -> None:
                                   "--config": config})
             remote_history(server, token, dataset, json_output)
             return
+        refuse_token_without_server(token)
         with _persistent(ledger, create=False, config=config) as led:
             rows = led.entries(analyst=analyst, dataset=dataset,
                                types=("dataset_budget", "grant", "charge"))

@@ -47,7 +47,12 @@ from ._common import (
     writing,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
-from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options
+from .serve import (
+    SERVER_OPTION,
+    TOKEN_OPTION,
+    refuse_local_options,
+    refuse_token_without_server,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -129,6 +134,7 @@ def register(app: typer.Typer) -> None:
                          request_id=request_id, rows=rows, nonnegative=nonnegative,
                          json_output=json_output, warnings=_warnings(eps), report=report)
             return
+        refuse_token_without_server(token)
         if sql is None:
             raise InvalidParameterError("no SQL query given",
                                         remedy='pass DATA and then the query, e.g. statcurator '

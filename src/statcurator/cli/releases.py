@@ -31,7 +31,12 @@ from ._common import (
     print_table,
 )
 from .ledger import CONFIG_LEDGER_OPTION, LEDGER_OPTION
-from .serve import SERVER_OPTION, TOKEN_OPTION, refuse_local_options
+from .serve import (
+    SERVER_OPTION,
+    TOKEN_OPTION,
+    refuse_local_options,
+    refuse_token_without_server,
+)
 
 ANALYST_OPTION = typer.Option("--analyst", "-a", help="Whose requests (identity, normalized); "
                                                       "list: default every analyst's, show: "
@@ -65,6 +70,7 @@ def register(app: typer.Typer) -> None:
 
             where, who, rows = remote_releases(server, token)
         else:
+            refuse_token_without_server(token)
             from ..accounting import analyst_id
             from .budget import _persistent
 
@@ -113,6 +119,7 @@ def register(app: typer.Typer) -> None:
 
             remote_release(server, token, request_id, report, json_output)
             return
+        refuse_token_without_server(token)
         from .budget import _persistent
 
         who = analyst_of(analyst)

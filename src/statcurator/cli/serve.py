@@ -102,6 +102,26 @@ def refuse_local_options(given: dict[str, Any]) -> None:
                                                "local command)")
 
 
+def refuse_token_without_server(token: str | None) -> None:
+    """Refuse ``--token`` given without ``--server``, where it would be ignored; the same
+    value from ``$STATCURATOR_TOKEN`` is fine (the variable is set for every command).
+
+    >>> refuse_token_without_server(None)
+    >>> refuse_token_without_server("sct_x")
+    Traceback (most recent call last):
+    ...
+    statcurator.core.errors.InvalidParameterError: --token is read only with --server; add --server URL (a running statcurator serve), or drop --token to use the local ledger
+    """
+    import os
+
+    from ..core.errors import InvalidParameterError
+
+    if token is not None and token != os.environ.get("STATCURATOR_TOKEN"):
+        raise InvalidParameterError("--token is read only with --server",
+                                    remedy="add --server URL (a running statcurator serve), "
+                                           "or drop --token to use the local ledger")
+
+
 def _token(token: str | None) -> str:
     from ..core.errors import InvalidParameterError
 
