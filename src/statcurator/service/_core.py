@@ -345,9 +345,9 @@ class CuratorService:
                                remedy="create it with POST /v1/admin/analysts")
             return self.store.rotate(target)
         try:
-            return self.store.rotate(target, replacing=who.token)
+            return self.store.rotate(target, replacing=who.token_digest)
         except InvalidParameterError as e:
-            if who.token is None:
+            if who.token_digest is None:
                 raise
             from ._problems import Unauthorized
 

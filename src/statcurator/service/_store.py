@@ -75,7 +75,7 @@ class Principal:
 
     name: str
     role: str
-    token: str | None = field(default=None, repr=False, compare=False)
+    token_digest: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def admin(self) -> bool:
