@@ -220,6 +220,91 @@ def test_a_token_authenticated_before_its_revocation_cannot_undo_it(api, setup: 
     assert r.status_code == 401
 
 
+def test_a_revoked_admin_s_request_in_flight_cannot_take_another_identity(
+        api, setup: Setup) -> None:
+    """The attack: mallory's admin request is authenticated, the curator revokes mallory,
+    then the request rotates the curator's token (taking the service over) or creates a
+    new admin for itself. Every change of the token store asked by an admin is conditional,
+    in the same guarded statement, on the asking token still being a working admin token:
+    both refused (401), the curator's token still works. The control: the curator's own
+    token, still working, does both."""
+    from statcurator.service._problems import Unauthorized
+
+    svc = setup.svc
+    boss = svc.authenticate(setup.tokens["admin"])
+    _, mallory_token = svc.add_analyst(boss, "mallory", role="admin")
+    thief = svc.authenticate(mallory_token)
+    assert svc.revoke(boss, "mallory")["revoked"] is True
+    with pytest.raises(Unauthorized):
+        svc.rotate(thief, "admin")
+    with pytest.raises(Unauthorized):
+        svc.add_analyst(thief, "mallory2", role="admin")
+    with pytest.raises(Unauthorized):
+        svc.rotate(thief, "bob")
+    assert svc.authenticate(setup.tokens["admin"]).name == "admin"
+    assert svc.store.get("mallory2") is None
+    assert svc.authenticate(setup.tokens["bob"]).name == "bob"
+    # the control: a working admin token does the same
+    fresh = svc.rotate(boss, "bob")
+    assert svc.authenticate(fresh).name == "bob"
+    _, token = svc.add_analyst(boss, "carol")
+    assert svc.authenticate(token).name == "carol"
+    # over HTTP too: the revoked admin's token is refused before anything
+    r = api.post("/v1/admin/analysts/admin/rotate", headers={"Authorization":
+                                                              f"Bearer {mallory_token}"})
+    assert r.status_code == 401
+
+
+def test_a_rotation_retried_after_a_dropped_reply_is_not_refused(setup: Setup,
+                                                                 monkeypatch) -> None:
+    """One's own rotation is a compare-and-swap on the old token; a retry of a statement
+    that was applied (the connection dropped after the commit, and the store reconnects and
+    runs it again) finds the new token in place and succeeds, instead of locking the analyst
+    out (the old token dead, the new one never returned)."""
+    import statcurator.service._store as store_module
+
+    store = setup.svc.store
+    bob = setup.svc.authenticate(setup.tokens["bob"])
+    fixed = store_module._new_token()
+    monkeypatch.setattr(store_module, "_new_token", lambda: fixed)
+    assert store.rotate("bob", replacing=bob.token_digest) == fixed  # applied
+    assert store.rotate("bob", replacing=bob.token_digest) == fixed  # the retry: accepted
+    assert setup.svc.authenticate(fixed).name == "bob"
+    monkeypatch.setattr(store_module, "_new_token", lambda: "sct_" + "y" * 43)
+    with pytest.raises(store_module.StoreRefusal):  # a different rotation: refused
+        store.rotate("bob", replacing=bob.token_digest)
+
+
+def test_the_token_store_reports_a_held_lock_instead_of_waiting_twice(
+        tmp_path, monkeypatch) -> None:
+    """Another writer holding the SQLite token store: a guarded change waits the busy
+    timeout once, then says so (LedgerError, with a remedy), not a raw sqlite3 error after
+    twice the wait."""
+    import sqlite3
+    import time
+
+    import statcurator.service._store as store_module
+    from statcurator.core.errors import LedgerError
+
+    monkeypatch.setattr(store_module, "_BUSY_SECONDS", 1)
+    path = tmp_path / "t.db"
+    store = store_module.ServiceStore.sqlite(path)
+    store.add("a", "admin")
+    store.add("b", "admin")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        with pytest.raises(LedgerError, match="stayed locked") as err:
+            store.revoke("a")
+        assert time.monotonic() - start < 5 and err.value.remedy
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.revoke("a") == "revoked"
+    store.close()
+
+
 def test_two_admins_revoking_each_other_at_once_leave_one(setup: Setup, ledger_kind) -> None:
     """The check "another admin keeps a working token" and the revocation are one guarded
     statement: rounds of two curators (two store connections, as two server processes)
@@ -270,6 +355,9 @@ def test_two_admins_revoking_each_other_at_once_leave_one(setup: Setup, ledger_k
         assert len(working_admins()) == 1, (round_, outcome)
         assert sorted(outcome.values()) == ["last admin", "revoked"], outcome
 
+    if kind == "postgres":
+        _queued_revokes_under_repeatable_read(store, dsn, setup.svc.config.ledger.schema)
+
     # the control: check, then write, interleaved
     only_working("c", "d")
     checks = [len(working_admins()) > 1, len(working_admins()) > 1]
@@ -278,6 +366,49 @@ def test_two_admins_revoking_each_other_at_once_leave_one(setup: Setup, ledger_k
             store._run(f"UPDATE statcurator_tokens SET token_hash = {store._ph} WHERE "
                        f"analyst = {store._ph}", (f"revoked:{name}", name))
     assert working_admins() == []
+
+
+def _queued_revokes_under_repeatable_read(store, dsn: str, schema: str) -> None:
+    """Two revokes queued on the advisory lock (a third session holds it) in a database
+    whose default isolation is REPEATABLE READ: their snapshots are taken before they get
+    the lock, so without the store's explicit READ COMMITTED both would revoke."""
+    import threading
+    import time
+
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from statcurator.service._store import _LOCK_KEY, ServiceStore
+
+    rr = make_conninfo(dsn, options="-c default_transaction_isolation=repeatable\\ read")
+    for name in ("e", "f"):
+        store.add(name, "admin")
+    for other in [a["analyst"] for a in store.list()
+                  if a["role"] == "admin" and not a["revoked"] and a["analyst"] not in ("e", "f")]:
+        store.revoke(other)
+    stores = [ServiceStore.postgres(rr, schema), ServiceStore.postgres(rr, schema)]
+    outcome: dict[str, str] = {}
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        threads = [threading.Thread(target=lambda s, n: outcome.__setitem__(n, s.revoke(n)),
+                                    args=(st, n)) for st, n in zip(stores, ("f", "e"), strict=True)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # both wait for the lock
+            waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = "
+                                     "'advisory' AND NOT granted").fetchone()[0]
+            if waiting >= 2:
+                break
+            time.sleep(0.05)
+        holder.execute("COMMIT")
+        for t in threads:
+            t.join()
+    for st in stores:
+        st.close()
+    working = [a["analyst"] for a in store.list() if a["role"] == "admin" and not a["revoked"]]
+    assert len(working) == 1, (outcome, working)
 
 
 def test_names_and_request_ids_with_a_slash_are_reachable(api, setup: Setup) -> None:

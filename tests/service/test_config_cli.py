@@ -24,6 +24,8 @@ runner = CliRunner()
     ({"server": {"max_groups": 0}}, {}, "server.max_groups"),
     ({"ledger": {"path": "a.db", "dsn": "postgresql://x/y"}}, {}, "ledger.dsn"),
     ({"ledger": {"dsn": "mysql://x"}}, {}, "ledger.dsn"),
+    ({"ledger": {"dsn": "postgresql://x/y", "schema": "my-schema"}}, {}, "ledger.schema"),
+    ({"ledger": {"dsn": "postgresql://x/y", "schema": 'a"b'}}, {}, "ledger.schema"),
     ({"engine": {"name": "oracle"}}, {}, "engine.name"),
     ({"queries": {"repeat": "always"}}, {}, "queries.repeat"),
     ({"datasets": [{"name": "a"}]}, {}, "datasets[0].data"),
@@ -314,13 +316,53 @@ def test_revoking_from_the_command_line_needs_only_the_token_store(tmp_path: Pat
 def test_a_token_without_a_server_is_refused_not_ignored(args, tmp_path: Path,
                                                           monkeypatch) -> None:
     """``--token`` on the command line without ``--server`` would be ignored (the local
-    ledger is used): refused. The same token from $STATCURATOR_TOKEN, which is set for every
-    command, is not (the control: the command goes on to its own, other error)."""
+    ledger is used): refused, even when $STATCURATOR_TOKEN holds the same value. A token from
+    $STATCURATOR_TOKEN alone, which is set for every command, is not (the control: the
+    command goes on to its own, other error)."""
     ledger = ["--ledger", str(tmp_path / "none.db"), "--json"]
     monkeypatch.delenv("STATCURATOR_TOKEN", raising=False)
     r = runner.invoke(app, [*args, "--token", "sct_x", *ledger])
     assert r.exit_code == 2 and json.loads(r.output)["problem"].startswith(
         "--token is read only with --server"), r.output
     monkeypatch.setenv("STATCURATOR_TOKEN", "sct_x")
+    r = runner.invoke(app, [*args, "--token", "sct_x", *ledger])  # the same, but typed
+    assert r.exit_code == 2 and "--token is read only" in json.loads(r.output)["problem"]
     r = runner.invoke(app, [*args, *ledger])
     assert "--token" not in r.output, r.output
+
+
+def test_analysts_commands_create_no_store_by_mistake(ledger_kind, tmp_path: Path,
+                                                      monkeypatch) -> None:
+    """analysts list|revoke|rotate on a configuration whose token store does not exist (a
+    mistyped path or schema) say so and create nothing; analysts commands refuse a
+    throwaway in-memory ledger, whose tokens would be forgotten at once, and so does serve
+    with several workers (each would have its own)."""
+    kind, dsn = ledger_kind
+    (tmp_path / "sub").mkdir()
+    config = write_config(tmp_path / "sub" / "curator.toml", kind, dsn)
+    c = ["--config", str(config), "--json"]
+    for args in (["list"], ["revoke", "x"], ["rotate", "x"]):
+        r = runner.invoke(app, ["analysts", *args, *c])
+        assert r.exit_code == 2, (args, r.output)
+        doc = json.loads(r.output)
+        assert "there is no token store" in doc["problem"], doc
+        assert f"--config {config}" in doc["remedy"]
+    if kind == "sqlite":
+        assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["curator.toml"]
+    else:
+        import psycopg
+
+        schema = ServiceConfig.load(config, env={}).ledger.schema
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = conn.execute("SELECT count(*) FROM information_schema.schemata WHERE "
+                                 "schema_name = %s", (schema,)).fetchone()[0]
+        assert found == 0
+    bare = tmp_path / "bare.toml"
+    bare.write_text('[server]\nport = 0\n[[datasets]]\nname = "adult"\ndata = "adult"\n',
+                    encoding="utf-8")
+    monkeypatch.setenv("STATCURATOR_LEDGER", ":memory:")
+    r = runner.invoke(app, ["analysts", "add", "bob", "--config", str(bare), "--json"])
+    assert r.exit_code == 2 and "forgotten at once" in json.loads(r.output)["problem"]
+    r = runner.invoke(app, ["serve", "--config", str(bare), "--workers", "2", "--json"])
+    assert r.exit_code == 2 and "several workers" in json.loads(r.output)["problem"]
+    assert not list(Path.cwd().glob(":memory:*"))

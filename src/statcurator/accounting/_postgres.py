@@ -280,6 +280,22 @@ class PostgresBackend(LedgerBackend):
         return f"PostgresBackend({self.location!r})"
 
 
+def table_exists(dsn: str, schema: str, table: str) -> bool:
+    """Whether ``schema.table`` exists in the database of ``dsn``, read only (nothing is
+    created: a reading command must not make a mistyped schema)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{table}"',)).fetchone()
+    except psycopg.Error as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise LedgerError(f"cannot connect to the database {_redacted(dsn, schema)} ({first})",
+                          remedy="check the DSN (user, host, port, database) and that the "
+                                 "database is running") from None
+    return row is not None and row[0] is not None
+
+
 def _redacted(dsn: str, schema: str) -> str:
     """The connection target for messages, never with its password."""
     try:

@@ -314,6 +314,8 @@ def cli_remedy(text: str, flags: Mapping[str, str]) -> str:
     'pass --qi age,sex; or --qi a,b'
     >>> cli_remedy("run `x --epsilon E` (Python: c.set(epsilon=E))", f)
     'run `x --epsilon E`'
+    >>> cli_remedy("no request 'delta=1' of yours", f)  # an echoed value stays as it is
+    "no request 'delta=1' of yours"
     """
     text = _PYTHON_ONLY.sub("", text)
     text = _CLI_FORM.sub(lambda m: m.group(1).strip(), text)
@@ -335,7 +337,8 @@ def _keywords(text: str, names: Iterable[str], render: Callable[[str, str], str]
     if not names:
         return text
     alternatives = "|".join(re.escape(n) for n in names)
-    return re.sub(rf"(?<![\w.-])({alternatives})=({_VALUE})",
+    # not right after a quote: 'analyst=bob' is a value echoed back, not a keyword
+    return re.sub(rf"(?<![\w.'\"-])({alternatives})=({_VALUE})",
                   lambda m: render(m.group(1), m.group(2)), text)
 
 

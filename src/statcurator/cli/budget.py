@@ -73,12 +73,14 @@ def _check_service_names(config: Path, dataset: str, analyst: str | None) -> Non
     cfg = service("_config").ServiceConfig.load(str(config))
     if cfg.ledger.dsn is None:
         configured_file(cfg, config)  # a throwaway ledger is refused before anything opens
-    store = core.open_store(cfg)
-    try:
-        datasets = {d.name for d in cfg.datasets} | {d[0] for d in store.datasets()}
-        known = {a["analyst"] for a in store.list()}
-    finally:
-        store.close()
+    datasets, known = {d.name for d in cfg.datasets}, set()
+    if core.store_exists(cfg):  # (a refused grant must not leave a new store behind)
+        store = core.open_store(cfg)
+        try:
+            datasets |= {d[0] for d in store.datasets()}
+            known = {a["analyst"] for a in store.list()}
+        finally:
+            store.close()
     if dataset not in datasets:
         raise InvalidParameterError(
             f"the service configured in {config} serves no dataset {dataset!r}",
@@ -158,6 +160,7 @@ def register(app: typer.Typer) -> None:
     @budget_app.command("show")
     @handle_errors
     def show_command(
+        ctx: typer.Context,
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
@@ -175,7 +178,7 @@ def register(app: typer.Typer) -> None:
                                   "--config": config})
             remote_budget(server, token, dataset, json_output)
             return
-        refuse_token_without_server(token)
+        refuse_token_without_server(token, ctx)
         who = None if analyst is None else analyst_id(analyst)
         with _persistent(ledger, create=False, config=config) as led:
             datasets = {d: s for d, s in led.dataset_budgets().items()
@@ -194,6 +197,7 @@ def register(app: typer.Typer) -> None:
     @budget_app.command("history")
     @handle_errors
     def history_command(
+        ctx: typer.Context,
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
@@ -209,7 +213,7 @@ def register(app: typer.Typer) -> None:
                                   "--config": config})
             remote_history(server, token, dataset, json_output)
             return
-        refuse_token_without_server(token)
+        refuse_token_without_server(token, ctx)
         with _persistent(ledger, create=False, config=config) as led:
             rows = led.entries(analyst=analyst, dataset=dataset,
                                types=("dataset_budget", "grant", "charge"))

@@ -118,7 +118,9 @@ def open_any_ledger(option: str | None, config: Path | None, *, create: bool = T
     cfg = _service_config(config)
     if cfg.ledger.dsn is None:
         return open_ledger(configured_file(cfg, config), create=create)
-    if not create and not _postgres_ledger_exists(cfg.ledger.dsn, cfg.ledger.schema):
+    from ..accounting._postgres import table_exists
+
+    if not create and not table_exists(cfg.ledger.dsn, cfg.ledger.schema, "ledger"):
         return None
     from .serve import service
 
@@ -132,10 +134,10 @@ def configured_file(cfg: Any, config: Path) -> str:
 
     path = str(cfg.sqlite_path())
     if path == MEMORY:
-        raise InvalidParameterError(
-            f"{config} names no ledger, and ${LEDGER_ENV} asks for a throwaway in-memory one, "
-            "whose budgets are forgotten at once",
-            remedy="set [ledger] path (or dsn) in the configuration")
+        why = (f"{config} names a throwaway in-memory ledger" if cfg.ledger.path else
+               f"{config} names no ledger, and ${LEDGER_ENV} asks for a throwaway in-memory one")
+        raise InvalidParameterError(f"{why}, whose budgets are forgotten at once",
+                                    remedy="set [ledger] path (or dsn) in the configuration")
     return path
 
 
@@ -143,23 +145,6 @@ def _service_config(config: Path) -> Any:
     from .serve import service
 
     return service("_config").ServiceConfig.load(str(config))
-
-
-def _postgres_ledger_exists(dsn: str, schema: str) -> bool:
-    """Whether the schema holds a ledger table (read only: nothing is created)."""
-    import psycopg
-
-    from ..core.errors import LedgerError
-
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT to_regclass(%s)",
-                               (f'"{schema}".ledger',)).fetchone()
-    except psycopg.Error as e:
-        raise LedgerError(f"cannot connect to the ledger database ({type(e).__name__})",
-                          remedy="check [ledger] dsn in the configuration, and that the "
-                                 "database is running") from None
-    return row is not None and row[0] is not None
 
 
 def missing_ledger(option: str | None, config: Path | None) -> Any:

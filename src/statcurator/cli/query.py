@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
     @app.command("query")
     @handle_errors(aliases={**INPUT_SEPARATOR_ALIAS, "n": "--rows"})
     def query_command(
+        ctx: typer.Context,
         data: Annotated[str, typer.Argument(
             help="CSV/Parquet file, DuckDB database (FILE.duckdb[:TABLE]), a metadata TOML "
                  "whose source names the data, or 'adult' (with --server: the SQL query "
@@ -134,7 +135,7 @@ def register(app: typer.Typer) -> None:
                          request_id=request_id, rows=rows, nonnegative=nonnegative,
                          json_output=json_output, warnings=_warnings(eps), report=report)
             return
-        refuse_token_without_server(token)
+        refuse_token_without_server(token, ctx)
         if sql is None:
             raise InvalidParameterError("no SQL query given",
                                         remedy='pass DATA and then the query, e.g. statcurator '

@@ -54,6 +54,7 @@ def register(app: typer.Typer) -> None:
     @releases_app.command("list")
     @handle_errors
     def list_command(
+        ctx: typer.Context,
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
         dataset: Annotated[str | None, DATASET_OPTION] = None,
         ledger: Annotated[str | None, LEDGER_OPTION] = None,
@@ -70,7 +71,7 @@ def register(app: typer.Typer) -> None:
 
             where, who, rows = remote_releases(server, token)
         else:
-            refuse_token_without_server(token)
+            refuse_token_without_server(token, ctx)
             from ..accounting import analyst_id
             from .budget import _persistent
 
@@ -98,6 +99,7 @@ def register(app: typer.Typer) -> None:
     @releases_app.command("show")
     @handle_errors
     def show_command(
+        ctx: typer.Context,
         request_id: Annotated[str, typer.Argument(help="The request id (see `releases "
                                                        "list`).")],
         analyst: Annotated[str | None, ANALYST_OPTION] = None,
@@ -119,7 +121,7 @@ def register(app: typer.Typer) -> None:
 
             remote_release(server, token, request_id, report, json_output)
             return
-        refuse_token_without_server(token)
+        refuse_token_without_server(token, ctx)
         from .budget import _persistent
 
         who = analyst_of(analyst)

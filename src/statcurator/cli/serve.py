@@ -102,9 +102,11 @@ def refuse_local_options(given: dict[str, Any]) -> None:
                                                "local command)")
 
 
-def refuse_token_without_server(token: str | None) -> None:
-    """Refuse ``--token`` given without ``--server``, where it would be ignored; the same
-    value from ``$STATCURATOR_TOKEN`` is fine (the variable is set for every command).
+def refuse_token_without_server(token: str | None, ctx: Any = None) -> None:
+    """Refuse ``--token`` given without ``--server``, where it would be ignored; a token that
+    comes from ``$STATCURATOR_TOKEN`` (set for every command) is fine. ``ctx`` (the command's
+    context) says where the value came from; without it, a value equal to the variable's is
+    taken to come from it.
 
     >>> refuse_token_without_server(None)
     >>> refuse_token_without_server("sct_x")
@@ -116,7 +118,14 @@ def refuse_token_without_server(token: str | None) -> None:
 
     from ..core.errors import InvalidParameterError
 
-    if token is not None and token != os.environ.get("STATCURATOR_TOKEN"):
+    if token is None:
+        return
+    source = None if ctx is None else ctx.get_parameter_source("token")
+    if source is not None:
+        from_environment = getattr(source, "name", "") == "ENVIRONMENT"
+    else:
+        from_environment = token == os.environ.get("STATCURATOR_TOKEN")
+    if not from_environment:
         raise InvalidParameterError("--token is read only with --server",
                                     remedy="add --server URL (a running statcurator serve), "
                                            "or drop --token to use the local ledger")

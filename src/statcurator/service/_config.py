@@ -144,6 +144,10 @@ class ServiceConfig:
             raise ConfigError("ledger.path and ledger.dsn are both set",
                               remedy="keep ledger.path for SQLite (one machine) or ledger.dsn "
                                      "for PostgreSQL (several processes or machines), not both")
+        if not ledger.schema.isidentifier():
+            raise ConfigError(f"ledger.schema must be a plain identifier (letters, digits, "
+                              f"underscores), got {ledger.schema!r}",
+                              remedy='set ledger.schema = "statcurator"')
         if ledger.dsn is not None and not ledger.dsn.startswith(("postgresql://",
                                                                   "postgres://")):
             raise ConfigError(f"ledger.dsn must be a PostgreSQL URL, got {ledger.dsn[:40]!r}",

@@ -22,15 +22,17 @@ another analyst.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
+from urllib.parse import quote
 
 from ..core.errors import (
     InvalidParameterError,
@@ -304,7 +306,7 @@ class CuratorService:
         """The stored answer of one of the caller's requests, as JSON text (free)."""
         from ..accounting import AnswerLostError
 
-        _check_key(request_id)
+        _check_key(request_id, new=False)
         try:
             payload = self.curator.ledger.replay(who.name, request_id)
         except AnswerLostError as e:
@@ -324,7 +326,9 @@ class CuratorService:
         give it each dataset's configured grant. Returns it and its token (shown once)."""
         if who is not None:
             self.require_admin(who)
-        principal, token = self.store.add(name, role)
+        with _refusals_unauthorized():
+            principal, token = self.store.add(
+                name, role, by=None if who is None else who.token_digest)
         for dataset, total in self._grants.items():
             self._initial_grant(principal.name, dataset, total)
         return principal, token
@@ -332,26 +336,21 @@ class CuratorService:
     def rotate(self, who: Principal, name: str) -> str:
         """A new token for ``name`` (the admin's, or the caller's own); budgets untouched.
 
-        One's own rotation replaces the token the request came with, and only that one: a
-        request that was authenticated just before the curator revoked (or rotated) its
-        token cannot undo that with a fresh token (401)."""
+        One's own rotation replaces the token the request came with, and only that one; the
+        admin's rotation of someone else needs the admin's token to be still working. So a
+        request authenticated just before its token was revoked (or rotated) can neither
+        undo that nor take another identity over (401)."""
         from ..accounting import analyst_id
 
         target = analyst_id(name)
-        if target != who.name:
+        with _refusals_unauthorized():
+            if target == who.name:
+                return self.store.rotate(target, replacing=who.token_digest)
             self.require_admin(who)
             if self.store.get(target) is None:
                 raise NotFound(f"there is no analyst {target!r}",
                                remedy="create it with POST /v1/admin/analysts")
-            return self.store.rotate(target)
-        try:
-            return self.store.rotate(target, replacing=who.token_digest)
-        except InvalidParameterError as e:
-            if who.token_digest is None:
-                raise
-            from ._problems import Unauthorized
-
-            raise Unauthorized(e.problem, remedy=e.remedy) from None
+            return self.store.rotate(target, by=who.token_digest)
 
     def revoke(self, who: Principal, name: str) -> dict[str, Any]:
         """Revoke ``name``'s token (admin): refused for the last admin with a working token,
@@ -369,7 +368,7 @@ class CuratorService:
                            "would leave no one able to manage the service",
                            remedy='create another admin first (POST /v1/admin/analysts with '
                                   '"role": "admin"), or give this one a new token instead '
-                                  f"(POST /v1/admin/analysts/{target}/rotate)")
+                                  f"(POST /v1/admin/analysts/{quote(target, safe='')}/rotate)")
         return {"analyst": target, "revoked": True}
 
     def analysts(self, who: Principal) -> dict[str, Any]:
@@ -654,6 +653,16 @@ def open_ledger(config: ServiceConfig) -> Any:
     return open_cli_ledger(str(path))
 
 
+def store_exists(config: ServiceConfig) -> bool:
+    """Whether the token store the configuration names exists (read only)."""
+    if config.ledger.dsn is not None:
+        from ..accounting._postgres import table_exists
+
+        return table_exists(config.ledger.dsn, config.ledger.schema, "statcurator_tokens")
+    path = config.tokens_path()
+    return str(path) != ":memory:" and path.exists()
+
+
 def open_store(config: ServiceConfig) -> ServiceStore:
     if config.ledger.dsn is not None:
         return ServiceStore.postgres(config.ledger.dsn, config.ledger.schema)
@@ -765,8 +774,24 @@ def _loss(body: Any, what: str) -> Any:
                                 strings=True)
 
 
-def _check_key(key: str) -> None:
-    if not key or len(key) > 200 or not key.isprintable() or not key.strip("."):
+@contextlib.contextmanager
+def _refusals_unauthorized() -> Iterator[None]:
+    """The token store's refusal of a change whose asking token was revoked or rotated
+    meanwhile, as 401 (the same as a request arriving with that token now)."""
+    from ._problems import Unauthorized
+    from ._store import StoreRefusal
+
+    try:
+        yield
+    except StoreRefusal as e:
+        raise Unauthorized(e.problem, remedy="use your current token, or ask the curator for "
+                                             "a new one") from None
+
+
+def _check_key(key: str, *, new: bool = True) -> None:
+    """A request id: 1 to 200 printable characters; one being created (``new``) also not
+    only dots, which a URL path cannot carry (an older one can still be read)."""
+    if not key or len(key) > 200 or not key.isprintable() or (new and not key.strip(".")):
         raise InvalidParameterError("the request id (Idempotency-Key) must be 1 to 200 "
                                     "printable characters, not only dots (a URL path "
                                     "cannot carry those: GET /v1/releases/{id})",

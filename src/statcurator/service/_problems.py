@@ -82,7 +82,7 @@ def problem(e: StatcuratorError, instance: str | None = None) -> tuple[int, dict
                   "budget grant --dataset D --analyst A --epsilon E`, or PUT "
                   "/v1/admin/analysts/{analyst}/budgets/{dataset})")
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status,
-                            "detail": api_remedy(e.problem, ()),  # asides only: it may echo input
+                            "detail": e.problem,  # as it is: it may echo the caller's input
                             "remedy": remedy or "see docs/service.md",
                             "error": type(e).__name__}
     if instance is not None:

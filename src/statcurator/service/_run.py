@@ -57,6 +57,14 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
     server = replace(server, **{k: v for k, v in (("host", host), ("port", port),
                                                   ("workers", workers)) if v is not None})
     config = replace(config, server=server)
+    if server.workers > 1 and config.ledger.dsn is None and \
+            str(config.sqlite_path()) == ":memory:":
+        from ..core.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            "several workers cannot share a throwaway in-memory ledger and token store (each "
+            "would have its own)", remedy="set [ledger] path (or dsn), or run one worker "
+                                          "(--workers 1)")
     svc, info = prepare(config)
     sock = _bind(server.host, server.port)
     actual = sock.getsockname()[1]
@@ -151,7 +159,43 @@ def _bind(host: str, port: int) -> socket.socket:
 def _open(config_path: str | None) -> Any:
     from ._core import CuratorService
 
-    return CuratorService.from_config(ServiceConfig.load(config_path))
+    return CuratorService.from_config(_kept(config_path))
+
+
+def _kept(config_path: str | None) -> ServiceConfig:
+    """The configuration of an ``analysts`` command, refused when its tokens would be
+    forgotten at once (a throwaway in-memory ledger and store)."""
+    from ..core.errors import InvalidParameterError
+
+    config = ServiceConfig.load(config_path)
+    if config.ledger.dsn is None and str(config.tokens_path()) == ":memory:":
+        raise InvalidParameterError(
+            "the configuration's ledger is a throwaway in-memory one: an analyst created or "
+            "changed here would be forgotten at once",
+            remedy="set [ledger] path (or dsn) in the configuration, or unset "
+                   "STATCURATOR_LEDGER=:memory:")
+    return config
+
+
+def _existing_store(config_path: str | None) -> Any:
+    """The token store of a command that changes or reads analysts but creates none: a
+    mistyped path or schema is reported, not created."""
+    from ..core.errors import InvalidParameterError
+    from ._core import open_store, store_exists
+
+    config = _kept(config_path)
+    if not store_exists(config):
+        where = _config_flag(config_path)
+        place = config.ledger_location() if config.ledger.dsn else config.tokens_path()
+        raise InvalidParameterError(
+            f"there is no token store at {place} yet",
+            remedy=f"start the service once (statcurator serve{where}) or create the first "
+                   f"analyst (statcurator analysts add NAME{where}); or check the path")
+    return open_store(config)
+
+
+def _config_flag(config_path: str | None) -> str:
+    return f" --config {config_path}" if config_path else ""
 
 
 def analysts_add(config_path: str | None, name: str, role: str = "analyst"
@@ -169,6 +213,7 @@ def analysts_add(config_path: str | None, name: str, role: str = "analyst"
 def analysts_list(config_path: str | None) -> dict[str, Any]:
     from ._store import Principal
 
+    _existing_store(config_path).close()  # a mistyped path is reported, not created
     svc = _open(config_path)
     try:
         return {"store": svc.store.location, **svc.analysts(Principal("(operator)", "admin"))}
@@ -181,22 +226,22 @@ def analysts_revoke(config_path: str | None, name: str) -> dict[str, Any]:
     emergency revocation needs only the store), in the command line's terms."""
     from ..accounting import analyst_id
     from ..core.errors import InvalidParameterError
-    from ._core import open_store
 
-    store = open_store(ServiceConfig.load(config_path))
+    store = _existing_store(config_path)
+    where = _config_flag(config_path)
     try:
         who = analyst_id(name)
         outcome = store.revoke(who)
         if outcome == "missing":
             raise InvalidParameterError(f"there is no analyst {who!r}",
-                                        remedy="list them: statcurator analysts list")
+                                        remedy=f"list them: statcurator analysts list{where}")
         if outcome == "last admin":
             raise InvalidParameterError(
                 f"{who!r} is the last admin with a working token: revoking it would leave no "
                 "one able to manage the service",
-                remedy="add another admin first (statcurator analysts add NAME --role admin), "
-                       f"or give this one a new token instead (statcurator analysts rotate "
-                       f"{who})")
+                remedy=f"add another admin first (statcurator analysts add NAME --role admin"
+                       f"{where}), or give this one a new token instead (statcurator analysts "
+                       f"rotate {who}{where})")
         return {"analyst": who, "revoked": True, "store": store.location}
     finally:
         store.close()
@@ -205,11 +250,15 @@ def analysts_revoke(config_path: str | None, name: str) -> dict[str, Any]:
 def analysts_rotate(config_path: str | None, name: str) -> dict[str, Any]:
     """A new token for ``name`` through the token store alone (also a revoked analyst's)."""
     from ..accounting import analyst_id
-    from ._core import open_store
+    from ..core.errors import InvalidParameterError
 
-    store = open_store(ServiceConfig.load(config_path))
+    store = _existing_store(config_path)
     try:
         who = analyst_id(name)
+        if store.get(who) is None:
+            raise InvalidParameterError(f"there is no analyst {who!r}",
+                                        remedy=f"create it: statcurator analysts add {who}"
+                                               f"{_config_flag(config_path)}")
         return {"analyst": who, "token": store.rotate(who), "store": store.location}
     finally:
         store.close()

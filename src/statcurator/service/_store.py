@@ -55,7 +55,8 @@ from typing import Any
 
 from ..core.errors import InvalidParameterError, LedgerError
 
-__all__ = ["ServiceStore", "Principal", "ROLES", "TOKEN_PREFIX", "token_hash"]
+__all__ = ["ServiceStore", "Principal", "StoreRefusal", "ROLES", "TOKEN_PREFIX",
+           "token_hash"]
 
 TOKEN_PREFIX = "sct_"
 ROLES = ("admin", "analyst")
@@ -117,10 +118,10 @@ class ServiceStore:
                 p.touch(mode=0o600)
 
         def connect() -> Any:
-            conn = sqlite3.connect(p, timeout=30, isolation_level=None,
+            conn = sqlite3.connect(p, timeout=_BUSY_SECONDS, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_SECONDS * 1000}")
             for ddl in _DDL:
                 conn.execute(ddl)
             return conn
@@ -133,6 +134,9 @@ class ServiceStore:
             import psycopg
 
             conn = psycopg.connect(dsn, autocommit=True)
+            # the guarded statements read the rows other sessions committed while they
+            # waited for the advisory lock: a REPEATABLE READ default would hide them
+            conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
             races = (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject,
                      psycopg.errors.DuplicateTable, psycopg.errors.DuplicateSchema)
             for ddl in (f'CREATE SCHEMA IF NOT EXISTS "{schema}"',
@@ -145,8 +149,14 @@ class ServiceStore:
         return cls(connect, "%s", f"PostgreSQL table {schema}.{_TABLE}")
 
     # -- operations ---------------------------------------------------------------------
-    def add(self, name: str, role: str = "analyst") -> tuple[Principal, str]:
-        """Create an analyst (or the admin) and return it with its token, shown only now."""
+    def add(self, name: str, role: str = "analyst", *,
+            by: str | None = None) -> tuple[Principal, str]:
+        """Create an analyst (or the admin) and return it with its token, shown only now.
+
+        ``by`` (the hash of the token of the admin asking) makes the creation conditional on
+        that token still being a working admin token, in the same guarded statement: a
+        request authenticated just before its admin token was revoked cannot mint a new
+        identity (:class:`StoreRefusal`)."""
         from ..accounting import analyst_id
 
         if role not in ROLES:
@@ -161,37 +171,61 @@ class ServiceStore:
             raise InvalidParameterError(
                 f"analyst {who!r} already exists",
                 remedy=f"rotate the token instead (statcurator analysts rotate {who})")
-        self._run(f"INSERT INTO {_TABLE} (analyst, role, token_hash, hint, created_at, "
-                  f"generation) VALUES ({self._marks(6)})",
-                  (who, role, token_hash(token), token[:8], _now(), 1))
+        values = (who, role, token_hash(token), token[:8], _now(), 1)
+        columns = "analyst, role, token_hash, hint, created_at, generation"
+        if by is None:
+            self._run(f"INSERT INTO {_TABLE} ({columns}) VALUES ({self._marks(6)})", values)
+        elif not self._run(f"INSERT INTO {_TABLE} ({columns}) SELECT {self._marks(6)} WHERE "
+                           f"{self._working_admin()}", (*values, by), rowcount=True,
+                           serialized=True):
+            raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
+                               "created")
         return Principal(who, role), token
 
-    def rotate(self, name: str, *, replacing: str | None = None) -> str:
+    def rotate(self, name: str, *, replacing: str | None = None,
+               by: str | None = None) -> str:
         """A new token for ``name``; the old one stops working. Budgets are untouched (they
         belong to the identity, not to the token).
 
-        ``replacing`` (the hash of the token a request came with) makes the rotation a
-        compare-and-swap: only that token is replaced, so a request authenticated just
-        before its token was revoked or rotated by the curator cannot undo that (an
-        :class:`InvalidParameterError`, and nothing changes); without it (the curator's
-        rotation) a revoked analyst gets a working token again."""
+        Both conditions below are checked in the same guarded statement as the change; when
+        one fails nothing changes and :class:`StoreRefusal` is raised:
+
+        - ``replacing`` (the hash of the token a request came with): one's own rotation, a
+          compare-and-swap on that token, so that a request authenticated just before its
+          token was revoked or rotated by the curator cannot undo that;
+        - ``by`` (the hash of the token of the admin asking): that token must still be a
+          working admin token, so that a revoked admin's request in flight cannot take
+          another analyst's (or admin's) identity over.
+
+        Without either (the operator at the command line) a revoked analyst gets a working
+        token again. A statement retried after a dropped connection finds its own new hash
+        and succeeds again instead of refusing a rotation it made."""
         from ..accounting import analyst_id
 
         who = analyst_id(name)
         token = _new_token()
+        new = token_hash(token)
         ph = self._ph
-        only = "" if replacing is None else f" AND token_hash = {ph}"
+        conditions, params = [f"analyst = {ph}"], [who]
+        if replacing is not None:
+            conditions.append(f"token_hash IN ({ph}, {ph})")
+            params += [replacing, new]
+        if by is not None:
+            conditions.append(self._working_admin())
+            params.append(by)
         count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
-                          f"{ph}, generation = generation + 1 WHERE analyst = {ph}{only}",
-                          (token_hash(token), token[:8], _now(), who,
-                           *(() if replacing is None else (replacing,))), rowcount=True)
+                          f"{ph}, generation = generation + 1 WHERE {' AND '.join(conditions)}",
+                          (new, token[:8], _now(), *params), rowcount=True,
+                          serialized=by is not None)
         if not count:
-            if replacing is not None:
-                raise InvalidParameterError(
-                    "this token was rotated or revoked meanwhile: it is not replaced",
-                    remedy="use your current token, or ask the curator for a new one")
-            raise InvalidParameterError(f"there is no analyst {who!r}",
-                                        remedy=f"create it first: statcurator analysts add {who}")
+            if self.get(who) is None:
+                raise InvalidParameterError(f"there is no analyst {who!r}",
+                                            remedy="create it first: statcurator analysts add "
+                                                   f"{who}")
+            raise StoreRefusal("this token was rotated or revoked meanwhile: nothing was "
+                               "changed" if by is None else
+                               "your admin token was revoked or rotated meanwhile: nothing "
+                               "was changed")
         return token
 
     def revoke(self, name: str) -> str:
@@ -219,6 +253,12 @@ class ServiceStore:
         if count:
             return "revoked"
         return "missing" if self.get(who) is None else "last admin"
+
+    def _working_admin(self) -> str:
+        """The condition "the token hash given as the next parameter is a working admin
+        token" (a revoked or rotated token's hash is in no row)."""
+        return (f"EXISTS (SELECT 1 FROM {_TABLE} WHERE token_hash = {self._ph} AND "
+                "role = 'admin')")
 
     def authenticate(self, token: str | None) -> Principal | None:
         """The principal a token stands for, or None (unknown, malformed, rotated away)."""
@@ -291,6 +331,7 @@ class ServiceStore:
                 try:
                     if serialized and self._ph == "%s":
                         with conn.transaction():
+                            conn.execute(f"SET LOCAL lock_timeout = '{_BUSY_SECONDS}s'")
                             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
                             cur = conn.execute(sql, params)
                     elif serialized:
@@ -309,12 +350,40 @@ class ServiceStore:
                 except (sqlite3.IntegrityError, _pg_integrity()) as e:
                     raise InvalidParameterError(f"the token store refused the change: {e}",
                                                 remedy="retry; the name may be taken") from None
-                except Exception:
+                except Exception as e:
+                    if _busy(e):  # another writer holds the store: waiting again helps nobody
+                        raise LedgerError(f"the token store ({self.location}) stayed locked "
+                                          f"by another writer for {_BUSY_SECONDS} s",
+                                          remedy="retry; if it persists, look for a stuck "
+                                                 "process holding the store") from None
+                    if self.location == ":memory:":  # reconnecting would start it empty
+                        raise
                     # a dropped connection (PostgreSQL restarted): reconnect once
                     self._conn = None
                     if attempt:
                         raise
         return None  # pragma: no cover
+
+
+class StoreRefusal(InvalidParameterError):
+    """A guarded change to the token store was refused: the token that asked for it was
+    revoked or rotated meanwhile (the service answers 401)."""
+
+
+#: how long a guarded change waits for the store's lock (SQLite's busy timeout, PostgreSQL's
+#: lock timeout)
+_BUSY_SECONDS = 30
+
+
+def _busy(e: BaseException) -> bool:
+    """Whether ``e`` says the store is locked by another writer (not a dropped connection)."""
+    if isinstance(e, sqlite3.OperationalError):
+        return "locked" in str(e) or "busy" in str(e)
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - SQLite only
+        return False
+    return isinstance(e, psycopg.errors.LockNotAvailable)
 
 
 def _pg_integrity() -> type[BaseException]:
