@@ -139,6 +139,7 @@ def test_query_against_a_server_prints_what_the_local_command_prints(tmp_path: P
     (["query", "--ledger", "x.db", "SELECT COUNT(*) FROM adult"], "--ledger"),
     (["query", "--metadata", "m.toml", "SELECT COUNT(*) FROM adult"], "--metadata"),
     (["query", "--engine", "spark", "SELECT COUNT(*) FROM adult"], "--engine"),
+    (["query", "--engine", "duckdb", "SELECT COUNT(*) FROM adult"], "--engine"),
     (["query", "--input-separator", ";", "SELECT COUNT(*) FROM adult"], "--input-separator"),
     (["budget", "show", "--analyst", "bob"], "--analyst"),
     (["budget", "history", "--ledger", "x.db"], "--ledger"),

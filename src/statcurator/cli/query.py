@@ -129,7 +129,7 @@ def register(app: typer.Typer) -> None:
 
             refuse_local_options({"--analyst": analyst, "--ledger": ledger,
                                   "--metadata": metadata, "--input-separator": input_separator,
-                                  "--engine": None if engine == "duckdb" else engine})
+                                  "--engine": engine if _typed(ctx, "engine") else None})
             remote_query(server, token, sql if sql is not None else data, epsilon=eps,
                          delta=dlt, rho=r, alpha=alpha, dry_run=dry_run,
                          request_id=request_id, rows=rows, nonnegative=nonnegative,
@@ -192,6 +192,12 @@ def write_release_report(rel: Any, report: Path | None) -> Path | None:
     from ..report.release import write_report
 
     return writing(report, "--report", lambda: write_report(rel, report))
+
+
+def _typed(ctx: Any, name: str) -> bool:
+    """Whether the option ``name`` was given on the command line (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return getattr(source, "name", "") == "COMMANDLINE"
 
 
 def _warnings(eps: Any) -> list[str]:
