@@ -8,6 +8,7 @@ scripts/setup-system.sh installs; without it these tests are skipped, naming the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -154,6 +155,30 @@ def test_an_analyst_session_and_the_curator_view(browser, server, shots: Path) -
     assert "GROUP BY race" not in other.inner_text("#history")
     _shot(other, shots, "05-analyst-view")
     other.close()
+
+    # a second admin revoking itself in the console is signed out (the first one stays)
+    base = server.url.rstrip("/")
+    created = urllib.request.Request(  # noqa: S310 - the test's own server
+        base + "/v1/admin/analysts", data=json.dumps({"name": "root", "role": "admin"}).encode(),
+        headers={"Authorization": f"Bearer {server.admin_token}",
+                 "Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(created, timeout=30) as r:  # noqa: S310
+        root = json.loads(r.read())["token"]
+    me = browser.new_page()
+    me.goto(server.url)
+    me.fill("#token", root)
+    me.click("#signin-form button")
+    me.click("#admin-tab")
+    me.wait_for_selector("#admin-analysts td:has-text('root')")
+    me.once("dialog", lambda dialog: dialog.accept())
+    me.select_option("#access-analyst", "root")
+    me.click("#access-form button[value=revoke]")
+    me.wait_for_selector("#signin-form", state="visible")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(  # noqa: S310
+            base + "/v1/me", headers={"Authorization": f"Bearer {root}"}), timeout=30)
+    assert refused.value.code == 401
+    me.close()
 
 
 def test_the_api_docs_render_swagger_ui_offline_and_try_it_out_works(
