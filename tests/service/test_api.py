@@ -241,6 +241,16 @@ def test_a_revoked_admin_s_request_in_flight_cannot_take_another_identity(
         svc.add_analyst(thief, "mallory2", role="admin")
     with pytest.raises(Unauthorized):
         svc.rotate(thief, "bob")
+    # nor revoke anyone, nor change budgets or datasets (checked again before the change)
+    with pytest.raises(Unauthorized):
+        svc.revoke(thief, "bob")
+    with pytest.raises(Unauthorized):
+        svc.grant(thief, "bob", "adult", {"epsilon": 100})
+    with pytest.raises(Unauthorized):
+        svc.set_dataset_budget(thief, "adult", {"epsilon": 1000})
+    with pytest.raises(Unauthorized):
+        svc.register(thief, {"name": "x", "data": "adult"})
+    assert svc.curator.ledger.status("bob", "adult").total.epsilon == 1
     assert svc.authenticate(setup.tokens["admin"]).name == "admin"
     assert svc.store.get("mallory2") is None
     assert svc.authenticate(setup.tokens["bob"]).name == "bob"
@@ -273,6 +283,78 @@ def test_a_rotation_retried_after_a_dropped_reply_is_not_refused(setup: Setup,
     monkeypatch.setattr(store_module, "_new_token", lambda: "sct_" + "y" * 43)
     with pytest.raises(store_module.StoreRefusal):  # a different rotation: refused
         store.rotate("bob", replacing=bob.token_digest)
+
+
+def test_a_change_whose_reply_was_lost_is_not_refused_on_its_retry(tmp_path) -> None:
+    """The store reconnects once after a dropped connection and runs the statement again.
+    When the first run had been applied (its reply lost), the retry of a new analyst meets
+    its own row (a unique key) and returns the token it wrote, and a retried rotation counts
+    its token once."""
+    import sqlite3
+
+    import statcurator.service._store as store_module
+
+    psycopg = pytest.importorskip("psycopg")  # a dropped connection is psycopg's error
+    path = tmp_path / "t.db"
+    store = store_module.ServiceStore.sqlite(path)
+    real = store._connect
+    lost = {"armed": True}
+
+    class Dropping:
+        """A connection whose first INSERT or UPDATE is applied but whose reply is lost."""
+
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, *args):  # type: ignore[no-untyped-def]
+            out = self.conn.execute(sql, *args)
+            if lost["armed"] and sql.split()[0] in ("INSERT", "UPDATE"):
+                lost["armed"] = False
+                raise psycopg.OperationalError("the connection was lost")
+            return out
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(self.conn, name)
+
+    store._connect = lambda: Dropping(real())  # type: ignore[method-assign]
+    store._conn = None
+    who, token = store.add("carol")
+    assert store.authenticate(token).name == "carol"  # the token it returned is the row's
+    lost["armed"] = True
+    new = store.rotate("carol")
+    assert store.authenticate(new).name == "carol"
+    assert [a["tokens_issued"] for a in store.list()] == [2]  # once, not twice
+    store.close()
+
+
+def test_a_broken_store_is_reported_not_raised_raw(tmp_path) -> None:
+    """A file that is not a statcurator token store (a table of another shape): the error
+    names the store and says what to check, instead of a raw sqlite3 error (a 500)."""
+    import sqlite3
+
+    from statcurator.core.errors import LedgerError
+    from statcurator.service._store import ServiceStore
+
+    path = tmp_path / "t.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE statcurator_tokens (x)")
+    store = ServiceStore.sqlite(path)
+    with pytest.raises(LedgerError, match="token store") as err:
+        store.revoke("a")
+    assert "statcurator store" in err.value.remedy
+    assert not store._conn.in_transaction  # rolled back, nothing held
+    store.close()
+
+
+def test_an_unreachable_database_s_message_never_shows_the_password() -> None:
+    pytest.importorskip("psycopg")
+    from statcurator.accounting._postgres import table_exists
+    from statcurator.core.errors import LedgerError
+
+    for dsn in ("postgresql://u:s3cr%zzet@127.0.0.1:1/db", "postgresql://u:s3cret@127.0.0.1:1/db"):
+        with pytest.raises(LedgerError) as err:
+            table_exists(dsn, "s", "ledger")
+        assert "s3cr" not in str(err.value) and "s3cr" not in (err.value.remedy or "")
 
 
 def test_the_token_store_reports_a_held_lock_instead_of_waiting_twice(

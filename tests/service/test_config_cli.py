@@ -367,3 +367,41 @@ def test_analysts_commands_create_no_store_by_mistake(ledger_kind, tmp_path: Pat
     r = runner.invoke(app, ["serve", "--config", str(bare), "--workers", "2", "--json"])
     assert r.exit_code == 2 and "several workers" in json.loads(r.output)["problem"]
     assert not list(Path.cwd().glob(":memory:*"))
+
+
+def test_analysts_list_writes_nothing_and_reads_no_data_file(tmp_path: Path) -> None:
+    """analysts list is a reading command: the ledger's rows are the same after it (no grant
+    or budget initialized), and a dataset whose file is not on this machine does not stop
+    it."""
+    from statcurator.accounting import Ledger
+
+    config = write_config(tmp_path / "curator.toml", "sqlite")
+    c = ["--config", str(config), "--json"]
+    runner.invoke(app, ["analysts", "add", "hal", *c])
+    with Ledger(tmp_path / "ledger.db") as led:
+        before = len(led.entries())
+    elsewhere = write_config(tmp_path / "elsewhere.toml", "sqlite", datasets=(
+        {"name": "adult", "data": "adult", "grant": {"epsilon": 1}},
+        {"name": "sales", "data": str(tmp_path / "missing.csv"), "budget": {"epsilon": 5},
+         "grant": {"epsilon": 2}}))
+    r = runner.invoke(app, ["analysts", "list", "--config", str(elsewhere), "--json"])
+    assert r.exit_code == 0, r.output
+    listed = {a["analyst"]: a for a in json.loads(r.output)["analysts"]}
+    assert listed["hal"]["grants"][0]["total"] == {"epsilon": "1"}
+    with Ledger(tmp_path / "ledger.db") as led:
+        assert len(led.entries()) == before
+
+
+def test_every_throwaway_combination_is_refused(tmp_path: Path) -> None:
+    """A ledger in memory with a token file, or a token store in memory with a ledger file:
+    analysts would be forgotten (or each worker would have its own store)."""
+    mixed = [('path = ":memory:"\ntokens = "%s"' % (tmp_path / "t.db")),
+             ('path = "%s"\ntokens = ":memory:"' % (tmp_path / "l.db"))]
+    for ledger in mixed:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(f'[server]\nport = 0\n[ledger]\n{ledger}\n[[datasets]]\n'
+                       'name = "adult"\ndata = "adult"\n', encoding="utf-8")
+        r = runner.invoke(app, ["analysts", "add", "ivy", "--config", str(cfg), "--json"])
+        assert r.exit_code == 2 and "forgotten" in json.loads(r.output)["problem"], ledger
+        r = runner.invoke(app, ["serve", "--config", str(cfg), "--workers", "2", "--json"])
+        assert r.exit_code == 2 and "several workers" in json.loads(r.output)["problem"]

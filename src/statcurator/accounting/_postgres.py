@@ -289,10 +289,18 @@ def table_exists(dsn: str, schema: str, table: str) -> bool:
         with psycopg.connect(dsn, autocommit=True) as conn:
             row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{table}"',)).fetchone()
     except psycopg.Error as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise LedgerError(f"cannot connect to the database {_redacted(dsn, schema)} ({first})",
-                          remedy="check the DSN (user, host, port, database) and that the "
-                                 "database is running") from None
+        # the class and SQLSTATE only: the driver's text may quote the DSN's password
+        state = getattr(getattr(e, "diag", None), "sqlstate", None)
+        what = type(e).__name__ + (f", SQLSTATE {state}" if state else "")
+        if isinstance(e, psycopg.OperationalError) and not state:
+            raise LedgerError(f"cannot connect to the database {_redacted(dsn, schema)} "
+                              f"({what})",
+                              remedy="check the DSN (user, host, port, database, password) and "
+                                     "that the database is running") from None
+        raise LedgerError(f"the database {_redacted(dsn, schema)} refused to say whether "
+                          f"{schema}.{table} exists ({what})",
+                          remedy="check the role's permissions on the database and the "
+                                 "schema") from None
     return row is not None and row[0] is not None
 
 

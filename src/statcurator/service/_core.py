@@ -155,11 +155,21 @@ class CuratorService:
     def authenticate(self, token: str | None) -> Principal | None:
         return self.store.authenticate(token)
 
-    @staticmethod
-    def require_admin(who: Principal) -> None:
+    def require_admin(self, who: Principal) -> None:
+        """Refuse a caller who is not the admin (403), or whose admin token stopped working
+        since its request was authenticated (401: revoked or rotated meanwhile; checked
+        again here, just before the change, because a grant or a dataset lives in the
+        ledger, another database than the token store, where no one statement can check
+        both). The operator at the command line (no token) is the admin."""
         if not who.admin:
             raise Forbidden(f"analyst {who.name!r} is not the curator (admin)",
                             remedy="this endpoint needs the admin token")
+        if who.token_digest is not None and not self.store.is_working_admin(who.token_digest):
+            from ._problems import Unauthorized
+
+            raise Unauthorized("your admin token was revoked or rotated meanwhile: nothing "
+                               "was done", remedy="use your current token, or ask another "
+                                                  "admin for a new one")
 
     # -- datasets -----------------------------------------------------------------------
     def datasets(self, who: Principal) -> list[dict[str, Any]]:
@@ -359,7 +369,8 @@ class CuratorService:
 
         self.require_admin(who)
         target = analyst_id(name)
-        outcome = self.store.revoke(target)
+        with _refusals_unauthorized():
+            outcome = self.store.revoke(target, by=who.token_digest)
         if outcome == "missing":
             raise NotFound(f"there is no analyst {target!r}",
                            remedy="list them with GET /v1/admin/analysts")

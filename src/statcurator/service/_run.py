@@ -57,8 +57,7 @@ def serve(config_path: str | None, *, host: str | None = None, port: int | None 
     server = replace(server, **{k: v for k, v in (("host", host), ("port", port),
                                                   ("workers", workers)) if v is not None})
     config = replace(config, server=server)
-    if server.workers > 1 and config.ledger.dsn is None and \
-            str(config.sqlite_path()) == ":memory:":
+    if server.workers > 1 and _throwaway(config):
         from ..core.errors import InvalidParameterError
 
         raise InvalidParameterError(
@@ -168,13 +167,19 @@ def _kept(config_path: str | None) -> ServiceConfig:
     from ..core.errors import InvalidParameterError
 
     config = ServiceConfig.load(config_path)
-    if config.ledger.dsn is None and str(config.tokens_path()) == ":memory:":
+    if _throwaway(config):
         raise InvalidParameterError(
             "the configuration's ledger is a throwaway in-memory one: an analyst created or "
             "changed here would be forgotten at once",
             remedy="set [ledger] path (or dsn) in the configuration, or unset "
                    "STATCURATOR_LEDGER=:memory:")
     return config
+
+
+def _throwaway(config: ServiceConfig) -> bool:
+    """Whether the configuration keeps its ledger or its token store in memory only."""
+    return config.ledger.dsn is None and ":memory:" in (str(config.sqlite_path()),
+                                                        str(config.tokens_path()))
 
 
 def _existing_store(config_path: str | None) -> Any:
@@ -211,14 +216,37 @@ def analysts_add(config_path: str | None, name: str, role: str = "analyst"
 
 
 def analysts_list(config_path: str | None) -> dict[str, Any]:
-    from ._store import Principal
+    """The analysts and their grants, read only: no ledger, store or budget is created or
+    written, and no dataset file is read (a mistyped path is reported)."""
+    from ._core import _status
 
-    _existing_store(config_path).close()  # a mistyped path is reported, not created
-    svc = _open(config_path)
+    store = _existing_store(config_path)
     try:
-        return {"store": svc.store.location, **svc.analysts(Principal("(operator)", "admin"))}
+        config = ServiceConfig.load(config_path)
+        grants: dict[str, list[dict[str, Any]]] = {}
+        ledger = _existing_ledger(config)
+        if ledger is not None:
+            with ledger:
+                for (a, d), s in ledger.budgets().items():
+                    grants.setdefault(a, []).append({"dataset": d, **_status(s)})
+        return {"store": store.location, "analysts": [
+            {**row, "grants": grants.get(row["analyst"], [])} for row in store.list()]}
     finally:
-        svc.close()
+        store.close()
+
+
+def _existing_ledger(config: ServiceConfig) -> Any:
+    """The configured ledger if it exists (None otherwise: nothing is created)."""
+    if config.ledger.dsn is not None:
+        from ..accounting._postgres import table_exists
+        from ._core import open_ledger
+
+        if not table_exists(config.ledger.dsn, config.ledger.schema, "ledger"):
+            return None
+        return open_ledger(config)
+    from ..cli.ledger import open_ledger as open_file
+
+    return open_file(str(config.sqlite_path()), create=False)
 
 
 def analysts_revoke(config_path: str | None, name: str) -> dict[str, Any]:

@@ -171,13 +171,24 @@ class ServiceStore:
             raise InvalidParameterError(
                 f"analyst {who!r} already exists",
                 remedy=f"rotate the token instead (statcurator analysts rotate {who})")
-        values = (who, role, token_hash(token), token[:8], _now(), 1)
+        digest = token_hash(token)
+        values = (who, role, digest, token[:8], _now(), 1)
         columns = "analyst, role, token_hash, hint, created_at, generation"
-        if by is None:
-            self._run(f"INSERT INTO {_TABLE} ({columns}) VALUES ({self._marks(6)})", values)
-        elif not self._run(f"INSERT INTO {_TABLE} ({columns}) SELECT {self._marks(6)} WHERE "
-                           f"{self._working_admin()}", (*values, by), rowcount=True,
-                           serialized=True):
+        try:
+            if by is None:
+                added = self._run(f"INSERT INTO {_TABLE} ({columns}) VALUES "
+                                  f"({self._marks(6)})", values, rowcount=True)
+            else:
+                added = self._run(f"INSERT INTO {_TABLE} ({columns}) SELECT "
+                                  f"{self._marks(6)} WHERE {self._working_admin()}",
+                                  (*values, by), rowcount=True, serialized=True)
+        except InvalidParameterError:
+            # a unique key: taken meanwhile, or this very row, written by an attempt whose
+            # reply was lost and retried (then it is ours: the token is returned)
+            if not self._holds(who, digest):
+                raise
+            added = 1
+        if not added:
             raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
                                "created")
         return Principal(who, role), token
@@ -213,9 +224,11 @@ class ServiceStore:
         if by is not None:
             conditions.append(self._working_admin())
             params.append(by)
+        # (a retry of an applied change counts its token once)
         count = self._run(f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = "
-                          f"{ph}, generation = generation + 1 WHERE {' AND '.join(conditions)}",
-                          (new, token[:8], _now(), *params), rowcount=True,
+                          f"{ph}, generation = generation + CASE WHEN token_hash = {ph} THEN 0 "
+                          f"ELSE 1 END WHERE {' AND '.join(conditions)}",
+                          (new, token[:8], _now(), new, *params), rowcount=True,
                           serialized=by is not None)
         if not count:
             if self.get(who) is None:
@@ -228,11 +241,13 @@ class ServiceStore:
                                "was changed")
         return token
 
-    def revoke(self, name: str) -> str:
+    def revoke(self, name: str, *, by: str | None = None) -> str:
         """Revoke ``name``'s token: it stops working at once, in every process. The identity
         and its spent budget stay; :meth:`rotate` issues it a new token. Returns
         ``"revoked"``, ``"missing"`` (no such analyst) or ``"last admin"`` (refused: the
-        last admin with a working token would leave no one able to manage the service).
+        last admin with a working token would leave no one able to manage the service);
+        ``by`` (the asking admin's token hash) must still be a working admin token
+        (:class:`StoreRefusal` otherwise).
 
         The check and the change are one statement in a transaction that holds the store's
         write lock (SQLite) or advisory lock (PostgreSQL) from before it reads: two curators
@@ -244,15 +259,28 @@ class ServiceStore:
         live = f"substr(token_hash, 1, {len(_REVOKED)}) <> '{_REVOKED}'"
         # a unique marker in place of the hash (the column is unique and not null), which
         # no token hashes to; an admin only while another admin keeps a working token
+        asker = "" if by is None else f" AND {self._working_admin()}"
         count = self._run(
             f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = {ph} "
             f"WHERE analyst = {ph} AND (role <> 'admin' OR (SELECT count(*) FROM {_TABLE} "
-            f"WHERE role = 'admin' AND {live} AND analyst <> {ph}) > 0)",
-            (_REVOKED + secrets.token_hex(16), "revoked", _now(), who, who), rowcount=True,
-            serialized=True)
+            f"WHERE role = 'admin' AND {live} AND analyst <> {ph}) > 0){asker}",
+            (_REVOKED + secrets.token_hex(16), "revoked", _now(), who, who,
+             *(() if by is None else (by,))), rowcount=True, serialized=True)
         if count:
             return "revoked"
+        if by is not None and not self.is_working_admin(by):
+            raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
+                               "changed")
         return "missing" if self.get(who) is None else "last admin"
+
+    def is_working_admin(self, digest: str) -> bool:
+        """Whether the token with this hash is a working admin token now."""
+        return bool(self._run(f"SELECT 1 FROM {_TABLE} WHERE token_hash = {self._ph} AND "
+                              "role = 'admin'", (digest,), fetch=True))
+
+    def _holds(self, who: str, digest: str) -> bool:
+        return bool(self._run(f"SELECT 1 FROM {_TABLE} WHERE analyst = {self._ph} AND "
+                              f"token_hash = {self._ph}", (who, digest), fetch=True))
 
     def _working_admin(self) -> str:
         """The condition "the token hash given as the next parameter is a working admin
@@ -313,7 +341,9 @@ class ServiceStore:
             try:
                 self._conn = self._connect()
             except Exception as e:  # sqlite3/psycopg errors: the store cannot be reached
-                raise LedgerError(f"cannot open the token store ({self.location}): {e}",
+                # the class only: a driver's message may quote the DSN, password included
+                raise LedgerError(f"cannot open the token store ({self.location}): "
+                                  f"{_described(e)}",
                                   remedy="check ledger.path / ledger.dsn and permissions"
                                   ) from None
             self._pid = os.getpid()
@@ -321,10 +351,13 @@ class ServiceStore:
 
     def _run(self, sql: str, params: tuple[Any, ...], *, fetch: bool = False,
              rowcount: bool = False, serialized: bool = False) -> Any:
-        """Run one statement (reconnecting once). ``serialized``: a statement whose condition
-        reads other rows, run one at a time across processes — on SQLite in a transaction
-        that takes the write lock before it reads (``BEGIN IMMEDIATE``), on PostgreSQL in
-        one holding the store's advisory lock."""
+        """Run one statement (reconnecting once after a dropped connection). ``serialized``:
+        a statement whose condition reads other rows, run one at a time across processes —
+        on SQLite in a transaction that takes the write lock before it reads (``BEGIN
+        IMMEDIATE``), on PostgreSQL in one holding the store's advisory lock. A transaction
+        that fails is rolled back, and a connection given up is closed (its locks with it).
+        Errors are :class:`LedgerError` naming the store (a locked store at once, without a
+        second wait), except a unique key's :class:`InvalidParameterError`."""
         with self._lock:
             for attempt in (0, 1):
                 conn = self._ensure()
@@ -338,17 +371,20 @@ class ServiceStore:
                         conn.execute("BEGIN IMMEDIATE")
                         try:
                             cur = conn.execute(sql, params)
+                            conn.execute("COMMIT")
                         except BaseException:
-                            conn.execute("ROLLBACK")
+                            if conn.in_transaction:
+                                with contextlib.suppress(Exception):
+                                    conn.execute("ROLLBACK")
                             raise
-                        conn.execute("COMMIT")
                     else:
                         cur = conn.execute(sql, params)
                     if fetch:
                         return cur.fetchall()
                     return cur.rowcount if rowcount else None
                 except (sqlite3.IntegrityError, _pg_integrity()) as e:
-                    raise InvalidParameterError(f"the token store refused the change: {e}",
+                    raise InvalidParameterError(f"the token store refused the change: "
+                                                f"{_described(e)}",
                                                 remedy="retry; the name may be taken") from None
                 except Exception as e:
                     if _busy(e):  # another writer holds the store: waiting again helps nobody
@@ -356,12 +392,16 @@ class ServiceStore:
                                           f"by another writer for {_BUSY_SECONDS} s",
                                           remedy="retry; if it persists, look for a stuck "
                                                  "process holding the store") from None
-                    if self.location == ":memory:":  # reconnecting would start it empty
-                        raise
-                    # a dropped connection (PostgreSQL restarted): reconnect once
+                    if self.location == ":memory:" or attempt or not _dropped(e):
+                        raise LedgerError(f"the token store ({self.location}) failed: "
+                                          f"{_described(e)}",
+                                          remedy="check the store's file or database "
+                                                 "permissions and that it is a statcurator "
+                                                 "store (ledger.path / ledger.dsn)") from None
+                    # a dropped connection (PostgreSQL restarted): a fresh one, once
+                    with contextlib.suppress(Exception):
+                        conn.close()
                     self._conn = None
-                    if attempt:
-                        raise
         return None  # pragma: no cover
 
 
@@ -384,6 +424,27 @@ def _busy(e: BaseException) -> bool:
     except ImportError:  # pragma: no cover - SQLite only
         return False
     return isinstance(e, psycopg.errors.LockNotAvailable)
+
+
+def _dropped(e: BaseException) -> bool:
+    """Whether ``e`` says the connection was lost (worth one reconnection), not that the
+    statement or the store is wrong."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - SQLite only
+        return False
+    return isinstance(e, psycopg.OperationalError) and not isinstance(
+        e, psycopg.errors.LockNotAvailable)
+
+
+def _described(e: BaseException) -> str:
+    """An error for a message: its class and, from PostgreSQL, its SQLSTATE — never the
+    driver's text, which may quote the DSN (password included) or a row's values."""
+    state = getattr(getattr(e, "diag", None), "sqlstate", None) or getattr(e, "sqlstate", None)
+    if isinstance(e, sqlite3.Error):
+        name = getattr(e, "sqlite_errorname", None)
+        return f"{type(e).__name__}" + (f" {name}" if name else "")
+    return type(e).__name__ + (f" (SQLSTATE {state})" if state else "")
 
 
 def _pg_integrity() -> type[BaseException]:
