@@ -35,8 +35,7 @@ from .ledger import (
 from .serve import (
     SERVER_OPTION,
     TOKEN_OPTION,
-    refuse_local_options,
-    refuse_token_without_server,
+    asks_a_server,
     remote_budget,
     remote_history,
 )
@@ -173,12 +172,10 @@ def register(app: typer.Typer) -> None:
         --server, your own grants on a running service."""
         from ..accounting import analyst_id
 
-        if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
-                                  "--config": config})
-            remote_budget(server, token, dataset, json_output)
+        if asks_a_server(ctx, server, token,
+                         {"--analyst": analyst, "--ledger": ledger, "--config": config}):
+            remote_budget(str(server), token, dataset, json_output)
             return
-        refuse_token_without_server(token, ctx)
         who = None if analyst is None else analyst_id(analyst)
         with _persistent(ledger, create=False, config=config) as led:
             datasets = {d: s for d, s in led.dataset_budgets().items()
@@ -208,12 +205,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Budget records and charges, oldest first; with --server, your own on a running
         service."""
-        if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
-                                  "--config": config})
-            remote_history(server, token, dataset, json_output)
+        if asks_a_server(ctx, server, token,
+                         {"--analyst": analyst, "--ledger": ledger, "--config": config}):
+            remote_history(str(server), token, dataset, json_output)
             return
-        refuse_token_without_server(token, ctx)
         with _persistent(ledger, create=False, config=config) as led:
             rows = led.entries(analyst=analyst, dataset=dataset,
                                types=("dataset_budget", "grant", "charge"))

@@ -47,12 +47,7 @@ from ._common import (
     writing,
 )
 from .ledger import LEDGER_OPTION, MEMORY, ledger_path, open_ledger, save_anchor
-from .serve import (
-    SERVER_OPTION,
-    TOKEN_OPTION,
-    refuse_local_options,
-    refuse_token_without_server,
-)
+from .serve import SERVER_OPTION, TOKEN_OPTION, asks_a_server
 
 
 def register(app: typer.Typer) -> None:
@@ -124,18 +119,17 @@ def register(app: typer.Typer) -> None:
             raise InvalidParameterError("--report describes a release, and a dry run releases "
                                         "nothing", remedy="drop --report, or drop --dry-run")
         output_path(report, "--report", (".html", ".htm"))  # checked before anything is spent
-        if server is not None:  # the client side: the server's token is the analyst
+        local = {"--analyst": analyst, "--ledger": ledger, "--metadata": metadata,
+                 "--input-separator": input_separator,
+                 "--engine": engine if _typed(ctx, "engine") else None}
+        if asks_a_server(ctx, server, token, local):  # the server's token is the analyst
             from .serve import remote_query
 
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
-                                  "--metadata": metadata, "--input-separator": input_separator,
-                                  "--engine": engine if _typed(ctx, "engine") else None})
-            remote_query(server, token, sql if sql is not None else data, epsilon=eps,
+            remote_query(str(server), token, sql if sql is not None else data, epsilon=eps,
                          delta=dlt, rho=r, alpha=alpha, dry_run=dry_run,
                          request_id=request_id, rows=rows, nonnegative=nonnegative,
                          json_output=json_output, warnings=_warnings(eps), report=report)
             return
-        refuse_token_without_server(token, ctx)
         if sql is None:
             raise InvalidParameterError("no SQL query given",
                                         remedy='pass DATA and then the query, e.g. statcurator '

@@ -31,12 +31,7 @@ from ._common import (
     print_table,
 )
 from .ledger import CONFIG_LEDGER_OPTION, LEDGER_OPTION
-from .serve import (
-    SERVER_OPTION,
-    TOKEN_OPTION,
-    refuse_local_options,
-    refuse_token_without_server,
-)
+from .serve import SERVER_OPTION, TOKEN_OPTION, asks_a_server
 
 ANALYST_OPTION = typer.Option("--analyst", "-a", help="Whose requests (identity, normalized); "
                                                       "list: default every analyst's, show: "
@@ -64,14 +59,12 @@ def register(app: typer.Typer) -> None:
         json_output: bool = JSON_OPTION,
     ) -> None:
         """Charged requests, newest first, and whether each answer is stored."""
-        if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
-                                  "--config": config})
+        if asks_a_server(ctx, server, token,
+                         {"--analyst": analyst, "--ledger": ledger, "--config": config}):
             from .serve import remote_releases
 
-            where, who, rows = remote_releases(server, token)
+            where, who, rows = remote_releases(str(server), token)
         else:
-            refuse_token_without_server(token, ctx)
             from ..accounting import analyst_id
             from .budget import _persistent
 
@@ -114,14 +107,12 @@ def register(app: typer.Typer) -> None:
         from . import query as local
 
         output_path(report, "--report", (".html", ".htm"))
-        if server is not None:
-            refuse_local_options({"--analyst": analyst, "--ledger": ledger,
-                                  "--config": config})
+        if asks_a_server(ctx, server, token,
+                         {"--analyst": analyst, "--ledger": ledger, "--config": config}):
             from .serve import remote_release
 
-            remote_release(server, token, request_id, report, json_output)
+            remote_release(str(server), token, request_id, report, json_output)
             return
-        refuse_token_without_server(token, ctx)
         from .budget import _persistent
 
         who = analyst_of(analyst)

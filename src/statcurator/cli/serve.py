@@ -131,6 +131,18 @@ def refuse_token_without_server(token: str | None, ctx: Any = None) -> None:
                                            "or drop --token to use the local ledger")
 
 
+def asks_a_server(ctx: Any, server: str | None, token: str | None,
+                  local: dict[str, Any]) -> bool:
+    """Whether the command is the client side of a running service (``--server``). Then the
+    options in ``local`` (flag -> value) that only the local command reads are refused;
+    otherwise a typed ``--token``, which would be ignored, is."""
+    if server is not None:
+        refuse_local_options(local)
+        return True
+    refuse_token_without_server(token, ctx)
+    return False
+
+
 def _token(token: str | None) -> str:
     from ..core.errors import InvalidParameterError
 
