@@ -136,7 +136,10 @@ async def drive(url: str, token: str, seconds: float, connections: int, make) ->
 def start(config: Path, workers: int) -> tuple[subprocess.Popen, dict]:
     cmd = [sys.executable, "-c", "from statcurator.cli import main; main()", "serve",
            "--config", str(config), "--workers", str(workers), "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    # the throwaway ledger's anchor goes to the benchmark's folder, not the user's anchors
+    env = {**os.environ, "XDG_STATE_HOME": str(config.parent / "state")}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            env=env)
     text = ""
     for line in proc.stdout:
         text += line
