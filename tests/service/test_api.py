@@ -327,6 +327,110 @@ def test_a_change_whose_reply_was_lost_is_not_refused_on_its_retry(tmp_path) -> 
     store.close()
 
 
+def test_a_dataset_registered_by_an_admin_revoked_while_it_loads_is_refused(
+        setup: Setup, monkeypatch) -> None:
+    """The attack: mallory registers a dataset; while the server reads its file, the curator
+    revokes mallory. The token is checked again after the load and the store's insert is
+    guarded on it: refused (401), nothing stored. The control: the curator registers."""
+    from statcurator.service._problems import Unauthorized
+
+    svc = setup.svc
+    boss = svc.authenticate(setup.tokens["admin"])
+    _, token = svc.add_analyst(boss, "mallory", role="admin")
+    thief = svc.authenticate(token)
+    load = svc.curator.register
+
+    def slow_load(*args, **kwargs):  # type: ignore[no-untyped-def]
+        svc.revoke(boss, "mallory")  # the revocation lands while the file is read
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(svc.curator, "register", slow_load)
+    with pytest.raises(Unauthorized):
+        svc.register(thief, {"name": "x", "data": "adult"})
+    assert "x" not in [d[0] for d in svc.store.datasets()]
+    monkeypatch.setattr(svc.curator, "register", load)
+    assert svc.register(boss, {"name": "y", "data": "adult"})["name"] == "y"
+    assert "y" in [d[0] for d in svc.store.datasets()]
+
+
+def test_lost_replies_of_a_dataset_and_a_self_revocation_are_their_own(tmp_path) -> None:
+    """A dataset's row and a revocation's marker written by an attempt whose reply was lost
+    are this call's own on the retry, even when the retry's guard would now refuse (an admin
+    that revoked itself is no longer a working admin)."""
+    import sqlite3
+
+    import statcurator.service._store as store_module
+
+    psycopg = pytest.importorskip("psycopg")
+    store = store_module.ServiceStore.sqlite(tmp_path / "t.db")
+    real = store._connect
+    lost = {"armed": False}
+
+    class Dropping:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, *args):  # type: ignore[no-untyped-def]
+            out = self.conn.execute(sql, *args)
+            if lost["armed"] and sql == "COMMIT":
+                lost["armed"] = False
+                raise psycopg.OperationalError("the connection was lost")
+            if lost["armed"] and sql.split()[0] == "INSERT" and "WHERE" not in sql:
+                lost["armed"] = False
+                raise psycopg.OperationalError("the connection was lost")
+            return out
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(self.conn, name)
+
+    store._connect = lambda: Dropping(real())  # type: ignore[method-assign]
+    store._conn = None
+    _, a = store.add("a", "admin")
+    store.add("b", "admin")
+    lost["armed"] = True
+    store.add_dataset("sales", "sales.csv", None)  # applied, reply lost, retried
+    assert store.datasets() == [("sales", "sales.csv", None)]
+    lost["armed"] = True
+    a_digest = store_module.token_hash(a)
+    assert store.revoke("a", by=a_digest) == "revoked"  # applied, lost, retry's guard fails
+    assert store.authenticate(a) is None
+    store.close()
+
+
+def test_store_and_driver_errors_never_show_a_password_or_the_store_s_path() -> None:
+    """API callers get 503 without the store's location; the PostgreSQL ledger's messages
+    show an error's class, not the driver's text (which quotes a malformed DSN whole); a
+    password in the DSN's query string is redacted; psycopg missing is a remedy, not a
+    traceback."""
+    import sys
+
+    from statcurator.core.errors import LedgerError
+    from statcurator.service import ServiceConfig
+    from statcurator.service._problems import problem
+    from statcurator.service._store import StoreError
+
+    status, body = problem(StoreError("the token store (/srv/secret/t.db) failed",
+                                      remedy="check ledger.path"))
+    assert status == 503 and "/srv/secret" not in str(body) and body["remedy"]
+    cfg = ServiceConfig.parse({"ledger": {"dsn": "postgresql://u@h/db?password=s3cret",
+                                          "schema": "s"}}, env={})
+    assert "s3cret" not in cfg.ledger_location()
+    psycopg = pytest.importorskip("psycopg")
+    from statcurator.accounting import Ledger, PostgresBackend
+
+    with pytest.raises(LedgerError) as err:
+        Ledger(backend=PostgresBackend("postgresql://u:s3cr%zzet@127.0.0.1:1/db"))
+    assert "s3cr" not in str(err.value)
+    from statcurator.accounting._postgres import table_exists
+
+    sys.modules["psycopg"] = None  # type: ignore[assignment]
+    try:
+        with pytest.raises(LedgerError, match="psycopg driver"):
+            table_exists("postgresql://u@h/db", "s", "ledger")
+    finally:
+        sys.modules["psycopg"] = psycopg
+
+
 def test_a_broken_store_is_reported_not_raised_raw(tmp_path) -> None:
     """A file that is not a statcurator token store (a table of another shape): the error
     names the store and says what to check, instead of a raw sqlite3 error (a 500)."""

@@ -138,7 +138,7 @@ def test_admin_inputs_are_checked(api, setup: Setup) -> None:
             ("put", "/v1/admin/analysts/nobody/budgets/adult", {"epsilon": 1}, 404),
             ("put", "/v1/admin/analysts/alice/budgets/adult", {"delta": 0.1}, 400),
             ("post", "/v1/admin/analysts", {"name": "\u0430lice"}, 400),  # mixed scripts
-            ("post", "/v1/admin/analysts", {"name": "ALICE"}, 400),  # exists (normalized)
+            ("post", "/v1/admin/analysts", {"name": "ALICE"}, 409),  # exists (normalized)
             ("post", "/v1/admin/datasets/adult/anonymize", {"k": 0}, 400)):
         r = api.request(method, path, json=body, headers=h)
         if status == 200:

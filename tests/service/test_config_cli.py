@@ -384,8 +384,21 @@ def test_analysts_list_writes_nothing_and_reads_no_data_file(tmp_path: Path) -> 
         {"name": "adult", "data": "adult", "grant": {"epsilon": 1}},
         {"name": "sales", "data": str(tmp_path / "missing.csv"), "budget": {"epsilon": 5},
          "grant": {"epsilon": 2}}))
+    import hashlib
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "ledger.tokens.db") as conn:  # a store a reader must
+        conn.execute("PRAGMA journal_mode=DELETE")                 # not "repair"
+        conn.execute("DROP TABLE statcurator_datasets")
+    before_store = digest(tmp_path / "ledger.tokens.db")
     r = runner.invoke(app, ["analysts", "list", "--config", str(elsewhere), "--json"])
     assert r.exit_code == 0, r.output
+    # not a byte of the store written: no table re-created, no journal mode changed
+    assert digest(tmp_path / "ledger.tokens.db") == before_store
     listed = {a["analyst"]: a for a in json.loads(r.output)["analysts"]}
     assert listed["hal"]["grants"][0]["total"] == {"epsilon": "1"}
     with Ledger(tmp_path / "ledger.db") as led:

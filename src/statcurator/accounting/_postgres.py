@@ -134,9 +134,11 @@ class PostgresBackend(LedgerBackend):
             return self._psycopg.connect(self._dsn, autocommit=True,
                                          connect_timeout=max(1, int(self.timeout)))
         except self._psycopg.Error as e:
-            raise LedgerError(f"cannot connect to the ledger database {self.location} ({e})",
+            raise LedgerError(f"cannot connect to the ledger database {self.location} "
+                              f"({_what(e)})",
                               remedy="check that PostgreSQL runs and the connection string "
-                                     "(host, port, user, database) is right") from None
+                                     "(host, port, user, password, database) is right"
+                              ) from None
 
     def _connection(self) -> Any:
         if self._conn is None:
@@ -153,8 +155,7 @@ class PostgresBackend(LedgerBackend):
         except self._psycopg.errors.UniqueViolation as e:
             raise ChainConflict(str(e)) from None
         except self._psycopg.Error as e:
-            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise LedgerError(f"the ledger {self.location} refused a statement ({text})",
+            raise LedgerError(f"the ledger {self.location} refused a statement ({_what(e)})",
                               remedy="the ledger is append-only; check the database and "
                                      "the role's rights") from None
 
@@ -178,7 +179,7 @@ class PostgresBackend(LedgerBackend):
                     for statement in _schema(s):
                         conn.execute(statement)
         except self._psycopg.Error as e:
-            raise LedgerError(f"cannot create the ledger in {self.location} ({e})",
+            raise LedgerError(f"cannot create the ledger in {self.location} ({_what(e)})",
                               remedy="check the role's rights to create tables") from None
 
     def close(self) -> None:
@@ -283,15 +284,16 @@ class PostgresBackend(LedgerBackend):
 def table_exists(dsn: str, schema: str, table: str) -> bool:
     """Whether ``schema.table`` exists in the database of ``dsn``, read only (nothing is
     created: a reading command must not make a mistyped schema)."""
-    import psycopg
-
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        import psycopg
+    except ImportError:
+        raise LedgerError("the PostgreSQL ledger needs the psycopg driver",
+                          remedy="pip install 'statcurator[postgres]'") from None
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
             row = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{table}"',)).fetchone()
     except psycopg.Error as e:
-        # the class and SQLSTATE only: the driver's text may quote the DSN's password
-        state = getattr(getattr(e, "diag", None), "sqlstate", None)
-        what = type(e).__name__ + (f", SQLSTATE {state}" if state else "")
+        what, state = _what(e), getattr(getattr(e, "diag", None), "sqlstate", None)
         if isinstance(e, psycopg.OperationalError) and not state:
             raise LedgerError(f"cannot connect to the database {_redacted(dsn, schema)} "
                               f"({what})",
@@ -302,6 +304,13 @@ def table_exists(dsn: str, schema: str, table: str) -> bool:
                           remedy="check the role's permissions on the database and the "
                                  "schema") from None
     return row is not None and row[0] is not None
+
+
+def _what(e: BaseException) -> str:
+    """A driver error for a message: its class and SQLSTATE only — the driver's text may
+    quote the connection string, password included (a malformed one is echoed whole)."""
+    state = getattr(getattr(e, "diag", None), "sqlstate", None)
+    return type(e).__name__ + (f", SQLSTATE {state}" if state else "")
 
 
 def _redacted(dsn: str, schema: str) -> str:

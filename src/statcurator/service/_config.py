@@ -150,7 +150,8 @@ class ServiceConfig:
                               remedy='set ledger.schema = "statcurator"')
         if ledger.dsn is not None and not ledger.dsn.startswith(("postgresql://",
                                                                   "postgres://")):
-            raise ConfigError(f"ledger.dsn must be a PostgreSQL URL, got {ledger.dsn[:40]!r}",
+            raise ConfigError("ledger.dsn must be a PostgreSQL URL (postgresql://...; not "
+                              "shown: it may hold a password)",
                               remedy='set ledger.dsn = "postgresql://user@host:5432/db"')
         if ledger.timeout <= 0:
             raise ConfigError("ledger.timeout must be positive", remedy="set ledger.timeout = 30")
@@ -182,7 +183,9 @@ class ServiceConfig:
     def ledger_location(self) -> str:
         """The SQLite file (or the PostgreSQL DSN without its password) of the ledger."""
         if self.ledger.dsn is not None:
-            return _redact(self.ledger.dsn) + f" (schema {self.ledger.schema})"
+            from ..accounting._postgres import _redacted
+
+            return _redacted(self.ledger.dsn, self.ledger.schema)
         return str(self.sqlite_path())
 
     def sqlite_path(self) -> Path:

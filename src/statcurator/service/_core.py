@@ -211,8 +211,10 @@ class CuratorService:
         if name in self.curator.tables:
             raise Conflict(f"dataset {name!r} is already registered",
                            remedy="choose another name")
-        self.curator.register(name, data, meta)
-        self.store.add_dataset(name, data, meta)
+        self.curator.register(name, data, meta)  # (reading the file may take a while)
+        self.require_admin(who)  # again: the token may have been revoked meanwhile
+        with _refusals_unauthorized():
+            self.store.add_dataset(name, data, meta, by=who.token_digest)
         if body.get("budget") is not None:
             self.curator.ledger.set_dataset_budget(name, _loss(body["budget"], "budget"))
         if body.get("grant") is not None:
@@ -337,8 +339,17 @@ class CuratorService:
         if who is not None:
             self.require_admin(who)
         with _refusals_unauthorized():
-            principal, token = self.store.add(
-                name, role, by=None if who is None else who.token_digest)
+            try:
+                principal, token = self.store.add(
+                    name, role, by=None if who is None else who.token_digest)
+            except InvalidParameterError as e:
+                if who is None or "already exists" not in e.problem:
+                    raise
+                from ..accounting import analyst_id
+
+                raise Conflict(e.problem, remedy="give it a new token instead: POST /v1/admin/"
+                                                 f"analysts/{quote(analyst_id(name), safe='')}"
+                                                 "/rotate") from None
         for dataset, total in self._grants.items():
             self._initial_grant(principal.name, dataset, total)
         return principal, token
@@ -674,10 +685,11 @@ def store_exists(config: ServiceConfig) -> bool:
     return str(path) != ":memory:" and path.exists()
 
 
-def open_store(config: ServiceConfig) -> ServiceStore:
+def open_store(config: ServiceConfig, *, read_only: bool = False) -> ServiceStore:
     if config.ledger.dsn is not None:
-        return ServiceStore.postgres(config.ledger.dsn, config.ledger.schema)
-    return ServiceStore.sqlite(config.tokens_path())
+        return ServiceStore.postgres(config.ledger.dsn, config.ledger.schema,
+                                     read_only=read_only)
+    return ServiceStore.sqlite(config.tokens_path(), read_only=read_only)
 
 
 def _location(led: Any) -> str:

@@ -47,8 +47,10 @@ def _status(e: StatcuratorError) -> tuple[int, str]:
     from ..accounting import AnswerLostError, LedgerTamperedError, NoBudgetError
     from ._core import Conflict, Forbidden, NotFound
     from ._limits import TooManyRequests
+    from ._store import StoreError
 
     table: list[tuple[type, int, str]] = [
+        (StoreError, 503, "Token store unavailable"),
         (Unauthorized, 401, "Unauthorized"),
         (TooLarge, 413, "Request body too large"),
         (TooManyRequests, 429, "Too many requests"),
@@ -74,8 +76,12 @@ def problem(e: StatcuratorError, instance: str | None = None) -> tuple[int, dict
     """(status, problem document) of a statcurator error."""
     from ..accounting import NoBudgetError
     from ..cli._common import api_remedy
+    from ._store import StoreError
 
     status, title = _status(e)
+    if isinstance(e, StoreError):  # the operator's problem: its location is not the caller's
+        e = StoreError("the service's token store is unavailable or locked",
+                       remedy="retry in a moment; if it persists, tell the curator")
     remedy = api_remedy(e.remedy, _FIELDS) if e.remedy else None
     if isinstance(e, NoBudgetError):  # the analyst cannot grant themselves: say who can
         remedy = ("ask the curator for a grant on this dataset (the curator runs `statcurator "

@@ -182,9 +182,10 @@ def _throwaway(config: ServiceConfig) -> bool:
                                                         str(config.tokens_path()))
 
 
-def _existing_store(config_path: str | None) -> Any:
+def _existing_store(config_path: str | None, *, read_only: bool = False) -> Any:
     """The token store of a command that changes or reads analysts but creates none: a
-    mistyped path or schema is reported, not created."""
+    mistyped path or schema is reported, not created (``read_only``: opened without
+    writing anything, tables or settings, for a command that only reads)."""
     from ..core.errors import InvalidParameterError
     from ._core import open_store, store_exists
 
@@ -196,7 +197,7 @@ def _existing_store(config_path: str | None) -> Any:
             f"there is no token store at {place} yet",
             remedy=f"start the service once (statcurator serve{where}) or create the first "
                    f"analyst (statcurator analysts add NAME{where}); or check the path")
-    return open_store(config)
+    return open_store(config, read_only=read_only)
 
 
 def _config_flag(config_path: str | None) -> str:
@@ -220,7 +221,7 @@ def analysts_list(config_path: str | None) -> dict[str, Any]:
     written, and no dataset file is read (a mistyped path is reported)."""
     from ._core import _status
 
-    store = _existing_store(config_path)
+    store = _existing_store(config_path, read_only=True)
     try:
         config = ServiceConfig.load(config_path)
         grants: dict[str, list[dict[str, Any]]] = {}

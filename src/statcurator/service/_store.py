@@ -55,8 +55,8 @@ from typing import Any
 
 from ..core.errors import InvalidParameterError, LedgerError
 
-__all__ = ["ServiceStore", "Principal", "StoreRefusal", "ROLES", "TOKEN_PREFIX",
-           "token_hash"]
+__all__ = ["ServiceStore", "Principal", "StoreError", "StoreRefusal", "ROLES",
+           "TOKEN_PREFIX", "token_hash"]
 
 TOKEN_PREFIX = "sct_"
 ROLES = ("admin", "analyst")
@@ -110,30 +110,40 @@ class ServiceStore:
             self._ensure()
 
     @classmethod
-    def sqlite(cls, path: str | os.PathLike[str]) -> ServiceStore:
+    def sqlite(cls, path: str | os.PathLike[str], *, read_only: bool = False) -> ServiceStore:
+        """The store in a SQLite file (created private); ``read_only``: an existing one,
+        opened without writing anything (no table, no journal mode)."""
         p = Path(path).expanduser()
-        if str(p) != ":memory:":  # (a throwaway store: SQLite's in-memory database)
+        if str(p) != ":memory:" and not read_only:  # (":memory:": a throwaway store)
             p.parent.mkdir(parents=True, exist_ok=True)
             if not p.exists():  # created private: hashes are not secrets, nobody needs them
                 p.touch(mode=0o600)
 
         def connect() -> Any:
-            conn = sqlite3.connect(p, timeout=_BUSY_SECONDS, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
+            target = f"file:{p}?mode=ro" if read_only else str(p)
+            conn = sqlite3.connect(target, timeout=_BUSY_SECONDS, isolation_level=None,
+                                   check_same_thread=False, uri=read_only)
             conn.execute(f"PRAGMA busy_timeout={_BUSY_SECONDS * 1000}")
-            for ddl in _DDL:
-                conn.execute(ddl)
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                for ddl in _DDL:
+                    conn.execute(ddl)
             return conn
 
         return cls(connect, "?", str(p))
 
     @classmethod
-    def postgres(cls, dsn: str, schema: str = "public") -> ServiceStore:
+    def postgres(cls, dsn: str, schema: str = "public", *,
+                 read_only: bool = False) -> ServiceStore:
+        """The store in a PostgreSQL schema (its tables created if missing; ``read_only``:
+        nothing created, for a role that may only read)."""
         def connect() -> Any:
             import psycopg
 
-            conn = psycopg.connect(dsn, autocommit=True)
+            conn = psycopg.connect(dsn, autocommit=True, connect_timeout=_BUSY_SECONDS)
+            if read_only:
+                conn.execute(f'SET search_path TO "{schema}"')
+                return conn
             # the guarded statements read the rows other sessions committed while they
             # waited for the advisory lock: a REPEATABLE READ default would hide them
             conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
@@ -230,6 +240,8 @@ class ServiceStore:
                           f"ELSE 1 END WHERE {' AND '.join(conditions)}",
                           (new, token[:8], _now(), new, *params), rowcount=True,
                           serialized=by is not None)
+        if not count and self._holds(who, new):
+            count = 1  # applied by an attempt whose reply was lost (the guard then failed)
         if not count:
             if self.get(who) is None:
                 raise InvalidParameterError(f"there is no analyst {who!r}",
@@ -260,13 +272,14 @@ class ServiceStore:
         # a unique marker in place of the hash (the column is unique and not null), which
         # no token hashes to; an admin only while another admin keeps a working token
         asker = "" if by is None else f" AND {self._working_admin()}"
+        marker = _REVOKED + secrets.token_hex(16)
         count = self._run(
             f"UPDATE {_TABLE} SET token_hash = {ph}, hint = {ph}, rotated_at = {ph} "
             f"WHERE analyst = {ph} AND (role <> 'admin' OR (SELECT count(*) FROM {_TABLE} "
             f"WHERE role = 'admin' AND {live} AND analyst <> {ph}) > 0){asker}",
-            (_REVOKED + secrets.token_hex(16), "revoked", _now(), who, who,
-             *(() if by is None else (by,))), rowcount=True, serialized=True)
-        if count:
+            (marker, "revoked", _now(), who, who, *(() if by is None else (by,))),
+            rowcount=True, serialized=True)
+        if count or self._holds(who, marker):  # (a retry after a lost reply: its own marker)
             return "revoked"
         if by is not None and not self.is_working_admin(by):
             raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
@@ -312,10 +325,29 @@ class ServiceStore:
                 "revoked")
         return [{**dict(zip(keys, r, strict=True)), "revoked": bool(r[-1])} for r in rows]
 
-    def add_dataset(self, name: str, data: str, metadata: str | None) -> None:
-        """Remember a dataset registered through the API (every process registers it)."""
-        self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) VALUES "
-                  f"({self._marks(4)})", (name, data, metadata, _now()))
+    def add_dataset(self, name: str, data: str, metadata: str | None, *,
+                    by: str | None = None) -> None:
+        """Remember a dataset registered through the API (every process registers it).
+
+        ``by`` (the asking admin's token hash) must still be a working admin token, in the
+        same guarded statement (:class:`StoreRefusal`). A row equal to this one, written by
+        an attempt whose reply was lost, is this call's own."""
+        values = (name, data, metadata, _now())
+        try:
+            if by is None:
+                added = self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) "
+                                  f"VALUES ({self._marks(4)})", values, rowcount=True)
+            else:
+                added = self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) "
+                                  f"SELECT {self._marks(4)} WHERE {self._working_admin()}",
+                                  (*values, by), rowcount=True, serialized=True)
+        except InvalidParameterError:
+            if (name, data, metadata) not in self.datasets():
+                raise
+            added = 1
+        if not added:
+            raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
+                               "registered")
 
     def datasets(self) -> list[tuple[str, str, str | None]]:
         """The datasets registered through the API: (name, data, metadata), oldest first."""
@@ -342,7 +374,7 @@ class ServiceStore:
                 self._conn = self._connect()
             except Exception as e:  # sqlite3/psycopg errors: the store cannot be reached
                 # the class only: a driver's message may quote the DSN, password included
-                raise LedgerError(f"cannot open the token store ({self.location}): "
+                raise StoreError(f"cannot open the token store ({self.location}): "
                                   f"{_described(e)}",
                                   remedy="check ledger.path / ledger.dsn and permissions"
                                   ) from None
@@ -388,12 +420,12 @@ class ServiceStore:
                                                 remedy="retry; the name may be taken") from None
                 except Exception as e:
                     if _busy(e):  # another writer holds the store: waiting again helps nobody
-                        raise LedgerError(f"the token store ({self.location}) stayed locked "
+                        raise StoreError(f"the token store ({self.location}) stayed locked "
                                           f"by another writer for {_BUSY_SECONDS} s",
                                           remedy="retry; if it persists, look for a stuck "
                                                  "process holding the store") from None
                     if self.location == ":memory:" or attempt or not _dropped(e):
-                        raise LedgerError(f"the token store ({self.location}) failed: "
+                        raise StoreError(f"the token store ({self.location}) failed: "
                                           f"{_described(e)}",
                                           remedy="check the store's file or database "
                                                  "permissions and that it is a statcurator "
@@ -403,6 +435,11 @@ class ServiceStore:
                         conn.close()
                     self._conn = None
         return None  # pragma: no cover
+
+
+class StoreError(LedgerError):
+    """The token store failed or stayed locked (an operator's problem: the service answers
+    503 without the store's location)."""
 
 
 class StoreRefusal(InvalidParameterError):
