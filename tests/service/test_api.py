@@ -348,9 +348,35 @@ def test_a_dataset_registered_by_an_admin_revoked_while_it_loads_is_refused(
     with pytest.raises(Unauthorized):
         svc.register(thief, {"name": "x", "data": "adult"})
     assert "x" not in [d[0] for d in svc.store.datasets()]
+    assert "x" not in svc.curator.tables  # nor served by this worker
     monkeypatch.setattr(svc.curator, "register", load)
+    assert svc.register(boss, {"name": "x", "data": "adult"})["name"] == "x"  # not stuck
     assert svc.register(boss, {"name": "y", "data": "adult"})["name"] == "y"
     assert "y" in [d[0] for d in svc.store.datasets()]
+
+
+def test_a_grant_by_an_admin_revoked_during_its_lookups_is_refused(setup: Setup,
+                                                                  monkeypatch) -> None:
+    """The dataset lookup of a grant or a budget may load another worker's datasets (a
+    while): the token is checked again just before the ledger is written."""
+    from statcurator.service._problems import Unauthorized
+
+    svc = setup.svc
+    boss = svc.authenticate(setup.tokens["admin"])
+    _, token = svc.add_analyst(boss, "mallory", role="admin")
+    thief = svc.authenticate(token)
+    lookup = svc._known_dataset
+
+    def slow_lookup(dataset):  # type: ignore[no-untyped-def]
+        svc.revoke(boss, "mallory")
+        return lookup(dataset)
+
+    monkeypatch.setattr(svc, "_known_dataset", slow_lookup)
+    with pytest.raises(Unauthorized):
+        svc.grant(thief, "bob", "adult", {"epsilon": 100})
+    assert svc.curator.ledger.status("bob", "adult").total.epsilon == 1
+    monkeypatch.setattr(svc, "_known_dataset", lookup)
+    assert svc.grant(boss, "bob", "adult", {"epsilon": 2})["total"] == {"epsilon": "2"}
 
 
 def test_lost_replies_of_a_dataset_and_a_self_revocation_are_their_own(tmp_path) -> None:

@@ -212,10 +212,15 @@ class CuratorService:
             raise Conflict(f"dataset {name!r} is already registered",
                            remedy="choose another name")
         self.curator.register(name, data, meta)  # (reading the file may take a while)
-        self.require_admin(who)  # again: the token may have been revoked meanwhile
-        with _refusals_unauthorized():
-            self.store.add_dataset(name, data, meta, by=who.token_digest)
+        try:
+            self.require_admin(who)  # again: the token may have been revoked meanwhile
+            with _refusals_unauthorized():
+                self.store.add_dataset(name, data, meta, by=who.token_digest)
+        except BaseException:  # refused: the table loaded here is not served either
+            self.curator.unregister(name)
+            raise
         if body.get("budget") is not None:
+            self.require_admin(who)
             self.curator.ledger.set_dataset_budget(name, _loss(body["budget"], "budget"))
         if body.get("grant") is not None:
             self._grants[name] = _loss(body["grant"], "grant")
@@ -404,8 +409,10 @@ class CuratorService:
     def set_dataset_budget(self, who: Principal, dataset: str, body: Mapping[str, Any]
                            ) -> dict[str, Any]:
         self.require_admin(who)
-        self._known_dataset(dataset)
-        status = self.curator.set_dataset_budget(dataset, _loss(body, "budget"))
+        self._known_dataset(dataset)  # (may load another worker's datasets: a while)
+        loss = _loss(body, "budget")
+        self.require_admin(who)  # again, just before the change
+        status = self.curator.set_dataset_budget(dataset, loss)
         return {"dataset": dataset, **_status(status)}
 
     def grant(self, who: Principal, analyst: str, dataset: str, body: Mapping[str, Any]
@@ -420,7 +427,9 @@ class CuratorService:
             raise NotFound(f"there is no analyst {target!r}",
                            remedy=f"create it first (POST /v1/admin/analysts, or "
                                   f"`statcurator analysts add {target}`)")
-        status = self.curator.set_budget(target, dataset, _loss(body, "grant"))
+        loss = _loss(body, "grant")
+        self.require_admin(who)  # again, just before the change (the lookups may take a while)
+        status = self.curator.set_budget(target, dataset, loss)
         return {"analyst": target, "dataset": dataset, **_status(status)}
 
     def all_budgets(self, who: Principal) -> dict[str, Any]:
@@ -454,6 +463,7 @@ class CuratorService:
         self.require_admin(who)
         key = _spec_key(dataset, body)
         result = self._anonymization(dataset, body)
+        self.require_admin(who)  # again before the release (the search may take a while)
         report = jsonable(result.to_dict())
         report["id"] = key
         return report
@@ -495,6 +505,7 @@ class CuratorService:
                                         remedy='use "homogeneity", "background", "skewness" '
                                                'or "composition"')
         options = {"epsilon": eps} if eps is not None else {}
+        self.require_admin(who)  # again before the attack runs (and may charge) and reports
         risk = self.curator.attack(result, attack, **options)
         return jsonable(risk.to_dict(detail=False))
 
