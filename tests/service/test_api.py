@@ -285,30 +285,24 @@ def test_a_rotation_retried_after_a_dropped_reply_is_not_refused(setup: Setup,
         store.rotate("bob", replacing=bob.token_digest)
 
 
-def test_a_change_whose_reply_was_lost_is_not_refused_on_its_retry(tmp_path) -> None:
-    """The store reconnects once after a dropped connection and runs the statement again.
-    When the first run had been applied (its reply lost), the retry of a new analyst meets
-    its own row (a unique key) and returns the token it wrote, and a retried rotation counts
-    its token once."""
-    import sqlite3
-
+def _losing_replies(tmp_path, applied_then_lost):  # type: ignore[no-untyped-def]
+    """A SQLite token store whose connection, while ``lost["armed"]``, applies the first
+    statement ``applied_then_lost(sql)`` selects and then reports the connection dropped
+    (psycopg's error: the one the store retries once after reconnecting)."""
     import statcurator.service._store as store_module
 
-    psycopg = pytest.importorskip("psycopg")  # a dropped connection is psycopg's error
-    path = tmp_path / "t.db"
-    store = store_module.ServiceStore.sqlite(path)
+    psycopg = pytest.importorskip("psycopg")
+    store = store_module.ServiceStore.sqlite(tmp_path / "t.db")
     real = store._connect
-    lost = {"armed": True}
+    lost = {"armed": False}
 
     class Dropping:
-        """A connection whose first INSERT or UPDATE is applied but whose reply is lost."""
-
-        def __init__(self, conn: sqlite3.Connection) -> None:
+        def __init__(self, conn) -> None:  # type: ignore[no-untyped-def]
             self.conn = conn
 
         def execute(self, sql: str, *args):  # type: ignore[no-untyped-def]
             out = self.conn.execute(sql, *args)
-            if lost["armed"] and sql.split()[0] in ("INSERT", "UPDATE"):
+            if lost["armed"] and applied_then_lost(sql):
                 lost["armed"] = False
                 raise psycopg.OperationalError("the connection was lost")
             return out
@@ -318,6 +312,16 @@ def test_a_change_whose_reply_was_lost_is_not_refused_on_its_retry(tmp_path) -> 
 
     store._connect = lambda: Dropping(real())  # type: ignore[method-assign]
     store._conn = None
+    return store, lost
+
+
+def test_a_change_whose_reply_was_lost_is_not_refused_on_its_retry(tmp_path) -> None:
+    """The store reconnects once after a dropped connection and runs the statement again.
+    When the first run had been applied (its reply lost), the retry of a new analyst meets
+    its own row (a unique key) and returns the token it wrote, and a retried rotation counts
+    its token once."""
+    store, lost = _losing_replies(tmp_path, lambda sql: sql.split()[0] in ("INSERT", "UPDATE"))
+    lost["armed"] = True
     who, token = store.add("carol")
     assert store.authenticate(token).name == "carol"  # the token it returned is the row's
     lost["armed"] = True
@@ -383,34 +387,11 @@ def test_lost_replies_of_a_dataset_and_a_self_revocation_are_their_own(tmp_path)
     """A dataset's row and a revocation's marker written by an attempt whose reply was lost
     are this call's own on the retry, even when the retry's guard would now refuse (an admin
     that revoked itself is no longer a working admin)."""
-    import sqlite3
-
     import statcurator.service._store as store_module
 
-    psycopg = pytest.importorskip("psycopg")
-    store = store_module.ServiceStore.sqlite(tmp_path / "t.db")
-    real = store._connect
-    lost = {"armed": False}
-
-    class Dropping:
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            self.conn = conn
-
-        def execute(self, sql: str, *args):  # type: ignore[no-untyped-def]
-            out = self.conn.execute(sql, *args)
-            if lost["armed"] and sql == "COMMIT":
-                lost["armed"] = False
-                raise psycopg.OperationalError("the connection was lost")
-            if lost["armed"] and sql.split()[0] == "INSERT" and "WHERE" not in sql:
-                lost["armed"] = False
-                raise psycopg.OperationalError("the connection was lost")
-            return out
-
-        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-            return getattr(self.conn, name)
-
-    store._connect = lambda: Dropping(real())  # type: ignore[method-assign]
-    store._conn = None
+    # a guarded change's reply is lost after its COMMIT, a plain one's after its INSERT
+    store, lost = _losing_replies(tmp_path, lambda sql: sql == "COMMIT" or (
+        sql.split()[0] == "INSERT" and "WHERE" not in sql))
     _, a = store.add("a", "admin")
     store.add("b", "admin")
     lost["armed"] = True

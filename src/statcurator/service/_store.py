@@ -48,6 +48,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,23 +183,9 @@ class ServiceStore:
                 f"analyst {who!r} already exists",
                 remedy=f"rotate the token instead (statcurator analysts rotate {who})")
         digest = token_hash(token)
-        values = (who, role, digest, token[:8], _now(), 1)
-        columns = "analyst, role, token_hash, hint, created_at, generation"
-        try:
-            if by is None:
-                added = self._run(f"INSERT INTO {_TABLE} ({columns}) VALUES "
-                                  f"({self._marks(6)})", values, rowcount=True)
-            else:
-                added = self._run(f"INSERT INTO {_TABLE} ({columns}) SELECT "
-                                  f"{self._marks(6)} WHERE {self._working_admin()}",
-                                  (*values, by), rowcount=True, serialized=True)
-        except InvalidParameterError:
-            # a unique key: taken meanwhile, or this very row, written by an attempt whose
-            # reply was lost and retried (then it is ours: the token is returned)
-            if not self._holds(who, digest):
-                raise
-            added = 1
-        if not added:
+        if not self._insert(_TABLE, "analyst, role, token_hash, hint, created_at, generation",
+                            (who, role, digest, token[:8], _now(), 1), by,
+                            lambda: self._holds(who, digest)):
             raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
                                "created")
         return Principal(who, role), token
@@ -295,6 +282,25 @@ class ServiceStore:
         return bool(self._run(f"SELECT 1 FROM {_TABLE} WHERE analyst = {self._ph} AND "
                               f"token_hash = {self._ph}", (who, digest), fetch=True))
 
+    def _insert(self, table: str, columns: str, values: tuple[Any, ...], by: str | None,
+                own: Callable[[], bool]) -> bool:
+        """Insert one row; with ``by`` (an admin's token hash) only while that token is a
+        working admin token, in the same guarded statement. False when that guard refused.
+        A unique key refusing the row is re-raised unless ``own()`` says the row in place is
+        this call's own (written by an attempt whose reply was lost, then retried)."""
+        marks = self._marks(len(values))
+        try:
+            if by is None:
+                return bool(self._run(f"INSERT INTO {table} ({columns}) VALUES ({marks})",
+                                      values, rowcount=True))
+            return bool(self._run(f"INSERT INTO {table} ({columns}) SELECT {marks} WHERE "
+                                  f"{self._working_admin()}", (*values, by), rowcount=True,
+                                  serialized=True))
+        except InvalidParameterError:
+            if not own():
+                raise
+            return True
+
     def _working_admin(self) -> str:
         """The condition "the token hash given as the next parameter is a working admin
         token" (a revoked or rotated token's hash is in no row)."""
@@ -332,20 +338,9 @@ class ServiceStore:
         ``by`` (the asking admin's token hash) must still be a working admin token, in the
         same guarded statement (:class:`StoreRefusal`). A row equal to this one, written by
         an attempt whose reply was lost, is this call's own."""
-        values = (name, data, metadata, _now())
-        try:
-            if by is None:
-                added = self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) "
-                                  f"VALUES ({self._marks(4)})", values, rowcount=True)
-            else:
-                added = self._run(f"INSERT INTO {_DATASETS} (name, data, metadata, created_at) "
-                                  f"SELECT {self._marks(4)} WHERE {self._working_admin()}",
-                                  (*values, by), rowcount=True, serialized=True)
-        except InvalidParameterError:
-            if (name, data, metadata) not in self.datasets():
-                raise
-            added = 1
-        if not added:
+        if not self._insert(_DATASETS, "name, data, metadata, created_at",
+                            (name, data, metadata, _now()), by,
+                            lambda: (name, data, metadata) in self.datasets()):
             raise StoreRefusal("your admin token was revoked or rotated meanwhile: nothing was "
                                "registered")
 
