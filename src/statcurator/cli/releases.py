@@ -64,6 +64,7 @@ def register(app: typer.Typer) -> None:
             from .serve import remote_releases
 
             where, who, rows = remote_releases(str(server), token)
+            rows = [r for r in rows if dataset is None or r["dataset"] == dataset]
         else:
             from ..accounting import analyst_id
             from .budget import _persistent
@@ -75,7 +76,6 @@ def register(app: typer.Typer) -> None:
             rows = [{"request_id": c.request_id, "analyst": c.analyst, "dataset": c.dataset,
                      "cost": str(c.cost), "at": c.timestamp.isoformat(timespec="seconds"),
                      "answered": c.answered, "query": c.query} for c in reversed(charges)]
-        rows = [r for r in rows if dataset is None or r["dataset"] == dataset]
         if json_output:
             print_json({"server" if server is not None else "ledger": where,
                         **({"analyst": who} if who is not None else {}), "releases": rows})

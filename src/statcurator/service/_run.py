@@ -182,14 +182,16 @@ def _throwaway(config: ServiceConfig) -> bool:
                                                         str(config.tokens_path()))
 
 
-def _existing_store(config_path: str | None, *, read_only: bool = False) -> Any:
+def _existing_store(config_path: str | None, *, read_only: bool = False,
+                    config: ServiceConfig | None = None) -> Any:
     """The token store of a command that changes or reads analysts but creates none: a
     mistyped path or schema is reported, not created (``read_only``: opened without
-    writing anything, tables or settings, for a command that only reads)."""
+    writing anything, tables or settings, for a command that only reads). ``config``: the
+    configuration at ``config_path`` when the caller has loaded it already."""
     from ..core.errors import InvalidParameterError
     from ._core import open_store, store_exists
 
-    config = _kept(config_path)
+    config = _kept(config_path) if config is None else config
     if not store_exists(config):
         where = _config_flag(config_path)
         place = config.ledger_location() if config.ledger.dsn else config.tokens_path()
@@ -221,9 +223,9 @@ def analysts_list(config_path: str | None) -> dict[str, Any]:
     written, and no dataset file is read (a mistyped path is reported)."""
     from ._core import _status
 
-    store = _existing_store(config_path, read_only=True)
+    config = _kept(config_path)
+    store = _existing_store(config_path, read_only=True, config=config)
     try:
-        config = ServiceConfig.load(config_path)
         grants: dict[str, list[dict[str, Any]]] = {}
         ledger = _existing_ledger(config)
         if ledger is not None:
