@@ -45,23 +45,36 @@ def fund(ledger: Ledger) -> Ledger:
     return ledger
 
 
-def statements_per_charge(path: Path) -> tuple[int, int, int]:
-    """(charge, store_answer, replay) statement counts, from SQLite's statement trace."""
+def statements_per_charge(path: Path) -> tuple[int, int, int, int]:
+    """(charge, store_answer, replay, charge right after an answer) statement counts, from
+    SQLite's statement trace. The answer is written by the ledger's writer thread (flush()
+    waits for it); the last is a charge with engine work decided right after an answer
+    still being written, counted without that answer's statements."""
     led = fund(Ledger(path))
     charge_many(led, 1, "warm")
     seen: list[str] = []
     conn = led.backend._connection()  # noqa: SLF001 - the benchmark inspects the backend
     conn.set_trace_callback(lambda s: seen.append(s) if not s.startswith("--") else None)
+
+    def ahead() -> None:
+        led.store_answer("alice", "more0", "43")
+        led.charge("alice", "adult", COST, request_id="ahead0",
+                   query="SELECT COUNT(*) FROM adult", mechanism="Laplace",
+                   alongside=lambda: None)
+        led.flush()
+
     counts = []
     for step in (lambda: charge_many(led, 1, "counted"),
-                 lambda: led.store_answer("alice", "counted0", "42"),
-                 lambda: charge_many(led, 1, "counted")):
+                 lambda: (led.store_answer("alice", "counted0", "42"), led.flush()),
+                 lambda: charge_many(led, 1, "counted"),
+                 lambda: charge_many(led, 1, "more"),  # (its answer: in ahead)
+                 ahead):
         seen.clear()
         step()
         counts.append(len(seen))
     conn.set_trace_callback(None)
     led.close()
-    return counts[0], counts[1], counts[2]
+    return counts[0], counts[1], counts[2], counts[4] - counts[1]
 
 
 def _worker(opener: Callable[[], Ledger], tag: str, n: int, out: mp.Queue) -> None:
@@ -129,8 +142,9 @@ def main() -> None:
     n = args.charges
     folder = Path(tempfile.mkdtemp())
 
-    charge, answer, replay = statements_per_charge(folder / "count.db")
-    print(f"SQL statements         : charge {charge}, store_answer {answer}, replay {replay}")
+    charge, answer, replay, ahead = statements_per_charge(folder / "count.db")
+    print(f"SQL statements         : charge {charge}, store_answer {answer}, replay {replay}, "
+          f"charge right after an answer {ahead}")
 
     mem = fund(Ledger())
     t_mem = charge_many(mem, n, "m")

@@ -780,7 +780,8 @@ class Query:
         aggregates while the ledger writes the debit (durable ledgers; in-memory ones write
         first), and nothing goes further until the debit is committed → the Measurement's
         function (the same mechanisms whose cost was charged) adds the noise → the answer
-        is stored for replays and returned. A query that releases only
+        is stored for replays (on a file or PostgreSQL by the ledger's writer thread while
+        this returns: see :meth:`Ledger.store_answer`) and returned. A query that releases only
         public keys (``GROUP BY`` without aggregates over declared categories) reads no data
         and costs nothing.
         """

@@ -524,10 +524,20 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     charge_statements = [s for s in seen if not s.startswith("--")]  # "--": trigger bodies
     seen.clear()
     led.store_answer("alice", "r1", "42")
+    led.flush()  # (written by the writer thread)
     answer_statements = list(seen)
     seen.clear()
     assert _charge(led, "r1", PureDP(Fraction(1, 100))).replayed
     replay_statements = list(seen)
+    # a charge with engine work right after an answer still being appended: decided from
+    # the rows the object remembers, and appended only after that answer, without a read
+    _charge(led, "r2", PureDP(Fraction(1, 100)))
+    seen.clear()
+    led.store_answer("alice", "r2", "43")
+    led.charge("alice", "adult", PureDP(Fraction(1, 100)), request_id="r3", query=Q,
+               mechanism="m", alongside=lambda: None)
+    led.flush()
+    ahead_statements = [s for s in seen if not s.startswith(("--", "PRAGMA synchronous"))]
     conn.set_trace_callback(None)
     assert len(charge_statements) <= 3, charge_statements
     assert [s.split()[0] for s in charge_statements] == ["SELECT", "INSERT"]
@@ -537,6 +547,8 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     assert [s.split()[0] for s in answer_io] == ["INSERT"]
     # a replay: the head's read finds the request id charged, then its rows are read
     assert [s.split()[0] for s in replay_statements] == ["SELECT", "SELECT"]
+    assert [s.split()[0] for s in ahead_statements] == ["INSERT", "INSERT"], ahead_statements
+    assert [e.type for e in led.entries()][-3:] == ["charge", "answer", "charge"]
     led.close()
 
 
@@ -554,6 +566,7 @@ def test_an_answer_is_written_without_a_read_on_every_backend(store: Store, monk
         monkeypatch.setattr(ledger_module.Ledger, "_write",
                             lambda self, *a, **k: slow.append(a[2]) or write(self, *a, **k))
         led.store_answer("alice", rid, f'{{"answer": "{rid}"}}')
+        led.flush()  # confirmed (or, had its INSERT found nothing, written after a read)
         monkeypatch.setattr(ledger_module.Ledger, "_write", write)
     assert slow == []
     assert [e.type for e in led.entries()][-2:] == ["charge", "answer"]
@@ -576,7 +589,8 @@ def _state_reads(led: Ledger) -> list[object]:
 def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Store):
     """An answer is appended at the position after the last row its ledger object knows,
     without reading first; when another process has appended since, that position is taken,
-    and the answer is written after a read instead: the chain stays whole."""
+    and the answer is written after a read instead (when the object next settles): the
+    chain stays whole."""
     mine, other = persistent_store.open(), persistent_store.open()
     _fund(mine).set_budget("alice", "adult", PureDP(1))
     _charge(mine, "r1", PureDP(Fraction(1, 10)))
@@ -588,6 +602,7 @@ def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Sto
     other.set_budget("bob", "adult", PureDP(1))                # another process writes
     _charge(other, "x", PureDP(Fraction(1, 10)), analyst="bob")  # two rows after r2
     mine.store_answer("alice", "r2", "second")
+    mine.flush()                                               # (the writer thread's INSERT)
     assert len(reads) == 1                                     # the position was taken
     assert [e.type for e in mine.entries()][-4:] == ["charge", "grant", "charge", "answer"]
     assert mine.replay("alice", "r2") == other.replay("alice", "r2") == "second"
@@ -595,6 +610,72 @@ def test_an_answer_goes_after_rows_another_writer_appended(persistent_store: Sto
     mine.close()
     other.close()
 
+
+
+def _held(led: Ledger) -> threading.Event:
+    """Hold ``led``'s writer thread (what it is handed meanwhile waits) until the event is
+    set: the window between an answer handed to it and its INSERT, made as long as needed."""
+    gate = threading.Event()
+    led._submit(gate.wait)
+    return gate
+
+
+def _ahead_after_another_writer(store: Store, dataset: str, *, weak: bool,
+                                monkeypatch) -> list[int]:
+    """Alice's answer is handed to the writer thread; before its INSERT runs, another
+    process spends the dataset's last ε=1/2 (bob); then alice's next charge is decided
+    right after her answer, from the rows her object remembers (where ε=1/2 is left).
+    ``weak``: the charge appended at its position without the condition that her answer
+    is the row before it. Returns the times the engine work ran (or raises the charge's
+    refusal)."""
+    mine, other = store.open(), store.open()
+    mine.set_dataset_budget(dataset, PureDP(1))
+    for who in ("alice", "bob"):
+        mine.set_budget(who, dataset, PureDP(1))
+    _charge(mine, f"{dataset}1", PureDP(Fraction(1, 2)), dataset=dataset)
+    gate = _held(mine)
+    mine.store_answer("alice", f"{dataset}1", "a1")             # waits behind the gate
+    _charge(other, f"{dataset}b", PureDP(Fraction(1, 2)), analyst="bob",
+            dataset=dataset)                                    # the dataset's last ε
+    other.close()
+    if weak:
+        monkeypatch.setattr(ledger_module.Ledger, "_append_after",
+                            lambda self, row, head: self._backend.append(row))
+    ran: list[int] = []
+    try:
+        mine.charge("alice", dataset, PureDP(Fraction(1, 2)), request_id=f"{dataset}2", query=Q,
+                    mechanism="m", alongside=lambda: ran.append(1) or gate.set())
+    finally:
+        gate.set()
+        mine.close()
+    return ran
+
+
+def test_a_charge_after_an_answer_in_flight_sees_another_writer(persistent_store: Store,
+                                                                 monkeypatch):
+    """The attack on charges decided without a read right after an answer the writer
+    thread is still appending: another process spends the dataset's budget in between. The
+    charge is appended only if the answer is the last row; it is not (the other process
+    took its place), so nothing is appended, the ledger is read, the answer written after
+    the other row, and the charge decided again and refused. The engine work ran once and
+    its result was never charged. Control: appended at its position without that
+    condition, the same charge goes in and the dataset's budget is overspent."""
+    with pytest.raises(BudgetExceededError, match="dataset 'adult'"):
+        _ahead_after_another_writer(persistent_store, "adult", weak=False,
+                                    monkeypatch=monkeypatch)
+    led = persistent_store.open()
+    assert led.dataset_status("adult").spent == PureDP(1)
+    assert led.replay("alice", "adult1") == "a1"               # written after bob's row
+    assert [e.type for e in led.entries()][-3:] == ["charge", "charge", "answer"]
+    assert led.verify().rows == 7
+    led.close()
+    # control: the weak append overspends
+    ran = _ahead_after_another_writer(persistent_store, "census", weak=True,
+                                      monkeypatch=monkeypatch)
+    assert ran == [1]
+    spent = sum(Fraction(str(r[0])) for r in persistent_store.sql(
+        "SELECT epsilon FROM ledger WHERE type = 'charge' AND dataset = 'census'"))
+    assert spent == Fraction(3, 2)                             # ε=3/2 of a dataset's ε=1
 
 
 def test_a_charge_from_remembered_rows_sees_another_writer(persistent_store: Store,
@@ -648,7 +729,7 @@ def test_an_interrupt_after_a_charge_never_leaves_its_ledger_remembering_the_bud
         return [(fn.__code__, first + i) for i in range(start + 1, len(src))
                 if src[i].strip() and not src[i].strip().startswith(("#", "except", "raise"))]
 
-    targets = lines(ledger_module.Ledger._write, after="self._append(row, work)")
+    targets = lines(ledger_module.Ledger._write, after="self._append(row, work, after)")
     targets += lines(ledger_module.Ledger._advance, after='"""Record in the view')
     assert len(targets) >= 10
     hit = 0

@@ -155,12 +155,59 @@ def test_rows_cut_under_an_open_ledger_stop_it_even_when_it_stores_an_answer(
     led.store_answer("alice", "r0", "a0")
     charge("r1")                                   # rows 4, 5, 6; r1 awaits its answer
     persistent_store.rewrite("DELETE FROM ledger WHERE seq >= 4")
+    led.store_answer("alice", "r1", "a1")          # handed to the writer thread
     with pytest.raises(LedgerTamperedError, match="shrank from 6 rows to 3"):
-        led.store_answer("alice", "r1", "a1")
+        led.flush()                                # its append refused; the read finds the cut
     with pytest.raises(LedgerTamperedError, match="shrank"):
         charge("r2")
     assert [seq for (seq,) in persistent_store.sql("SELECT seq FROM ledger")] == [1, 2, 3]
     led.close()
+
+
+def _cut_while_an_answer_is_in_flight(store: Store, *, weak: bool, monkeypatch) -> Ledger:
+    """alice's charge r1 is cut off the ledger while her ledger object's writer thread holds
+    its answer (not appended yet); then her next charge is decided right after that answer,
+    from the rows the object remembers. ``weak``: that charge appended at its position
+    without the condition that the answer is the row before it."""
+    import threading
+
+    led = store.open()
+    led.set_dataset_budget("adult", PureDP(10))
+    led.set_budget("alice", "adult", PureDP(1))
+    led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r1", query="q",
+               mechanism="m")                                       # row 4
+    gate = threading.Event()
+    led._submit(gate.wait)                                          # holds the writer
+    led.store_answer("alice", "r1", "a1")                           # waits behind it
+    store.rewrite("DELETE FROM ledger WHERE seq >= 4")              # the spent ε=1/2 cut
+    if weak:
+        monkeypatch.setattr(ledger_module.Ledger, "_append_after",
+                            lambda self, row, head: self._backend.append(row))
+    try:
+        led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r2", query="q",
+                   mechanism="m", alongside=gate.set)
+    finally:
+        gate.set()
+    return led
+
+
+def test_rows_cut_while_an_answer_is_in_flight_stop_the_charge_decided_after_it(
+        persistent_store: Store, tmp_path, monkeypatch):
+    """A charge decided without a read, right after an answer the writer thread has not
+    appended yet, is appended only if that answer is then the last row. The newest rows
+    were cut meanwhile: neither the answer nor the charge goes in, the read that follows
+    finds the ledger shrank, and nothing is appended after the cut. Control: appended
+    without that condition, the charge goes in after the cut."""
+    with pytest.raises(LedgerTamperedError, match="shrank"):
+        _cut_while_an_answer_is_in_flight(persistent_store, weak=False,
+                                          monkeypatch=monkeypatch)
+    assert [seq for (seq,) in persistent_store.sql("SELECT seq FROM ledger")] == [1, 2, 3]
+    (tmp_path / "weak").mkdir()
+    control = Store(persistent_store.kind, tmp_path / "weak", persistent_store.dsn)
+    led = _cut_while_an_answer_is_in_flight(control, weak=True, monkeypatch=monkeypatch)
+    assert [seq for (seq,) in control.sql("SELECT seq FROM ledger")] == [1, 2, 3, 6]
+    with pytest.raises(LedgerError, match="no charge under request id 'r1'"):
+        led.close()                                 # (its answer has no charge left)
 
 
 def _charged(store: Store) -> tuple[Ledger, LedgerEntry]:
@@ -214,8 +261,9 @@ def test_a_head_row_edited_in_place_stops_the_answer_written_without_a_read(
                              f"WHERE seq = {head.seq}")
     assert persistent_store.sql(f"SELECT hash FROM ledger WHERE seq = {head.seq}") \
         == [(head.hash,)]                                  # control: the hash is kept
+    led.store_answer("alice", "r1", "42")
     with pytest.raises(LedgerTamperedError, match=f"at row {head.seq}"):
-        led.store_answer("alice", "r1", "42")
+        led.flush()
     assert persistent_store.sql("SELECT count(*) FROM ledger WHERE type = 'answer'") == [(0,)]
     led.close()
 

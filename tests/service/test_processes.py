@@ -4,8 +4,9 @@
   allows 10: at most 10 answers, and neither the analyst's grant nor the dataset's budget is
   ever exceeded — repeated, alternating the limiting budget, on SQLite and PostgreSQL.
 * The server SIGKILLed (a test-only fault hook, ``STATCURATOR_TEST_FAULT``) before the debit
-  commits, after it, and after the answer is stored; restarted, the same request id never
-  yields fresh noise for free.
+  commits, after it, as soon as the answer is handed to the ledger's writer thread, and
+  after the answer is in the ledger; restarted, the same request id never yields fresh noise
+  for free.
 """
 
 from __future__ import annotations
@@ -111,6 +112,11 @@ def _after_restart(config: Path, admin: str, point: str) -> None:
             assert again[0] == 409 and "new request id" in again[1]["remedy"]
             assert status == 409
             assert led.status("alice", "adult").spent.epsilon == Fraction(1, 2)
+        elif point == "after-store" and not charges[0].answered:  # lost with the process
+            assert len(charges) == 1
+            assert again[0] == 409 and "new request id" in again[1]["remedy"]
+            assert status == 409
+            assert led.status("alice", "adult").spent.epsilon == Fraction(1, 2)
         else:  # the stored answer, the same numbers, charged once
             assert len(charges) == 1 and charges[0].answered
             assert again[0] == 200 and again[1]["replayed"] is True
@@ -124,7 +130,8 @@ def alice_token(config: Path) -> str:
     return (config.parent / "alice.token").read_text()
 
 
-@pytest.mark.parametrize("point", ["before-charge", "after-charge", "after-answer"])
+@pytest.mark.parametrize("point", ["before-charge", "after-charge", "after-store",
+                                   "after-answer"])
 def test_a_killed_server_never_gives_fresh_noise_for_free(point: str, tmp_path: Path) -> None:
     config = write_config(tmp_path / "curator.toml", "sqlite")
     with start_server(config, env={"STATCURATOR_TEST_FAULT": point}) as server:

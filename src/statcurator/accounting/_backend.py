@@ -110,11 +110,11 @@ _VALUES = attrgetter(*COLUMNS)
 _CONTENT = attrgetter(*COLUMNS[:-2])
 
 
-def answer_after(entry: LedgerEntry, head: LedgerEntry) -> bool:
-    """Whether ``entry`` is an answer that links to ``head`` as the row before it (what
-    :meth:`LedgerBackend.append_after` requires before it compares ``head`` with the stored
-    last row)."""
-    return entry.type == "answer" and entry.seq == head.seq + 1 \
+def links_after(entry: LedgerEntry, head: LedgerEntry) -> bool:
+    """Whether ``entry`` is an answer or a charge that links to ``head`` as the row before
+    it (what :meth:`LedgerBackend.append_after` requires before it compares ``head`` with the
+    stored last row)."""
+    return entry.type in ("answer", "charge") and entry.seq == head.seq + 1 \
         and entry.prev_hash == head.hash
 
 
@@ -213,13 +213,15 @@ class LedgerBackend(abc.ABC):
         charge or answer is already taken."""
 
     def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
-        """Insert an answer row, in one statement, only if the last row is ``head``, equal in
-        every column (``entry.seq`` is ``head.seq + 1``, ``entry.prev_hash`` is
-        ``head.hash``), and the charge of (analyst, request id) on the entry's dataset
-        exists; True when inserted, False (nothing written) otherwise. Like :meth:`append`
-        otherwise (atomic, committed on return, :class:`ChainConflict`).
+        """Insert an answer or a charge row, in one statement, only if the last row is
+        ``head``, equal in every column (``entry.seq`` is ``head.seq + 1``,
+        ``entry.prev_hash`` is ``head.hash``), and, for an answer, the charge of (analyst,
+        request id) on the entry's dataset exists; True when inserted, False (nothing
+        written) otherwise. Like :meth:`append` otherwise (atomic, committed on return,
+        :class:`ChainConflict`, for a charge also when its request id is taken).
 
-        The ledger stores an answer this way without reading first; a backend that cannot
+        The ledger stores an answer this way without reading first, and charges right after
+        an answer it is still storing (see ``Ledger.store_answer``); a backend that cannot
         (this default) returns False, and the ledger reads, decides and appends instead."""
         return False
 

@@ -186,6 +186,8 @@ class Ledger:
         #: still the ledger's head (see _viewed)
         self._view: LedgerEntry | None = None
         self._view_rows: dict[tuple[str, ...], LedgerEntry] = {}
+        #: the answer the writer thread is appending, not confirmed yet (see store_answer)
+        self._queued: _Queued | None = None
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         try:
             self._opened = self._open(anchor)
@@ -297,7 +299,7 @@ class Ledger:
         [('alice', 'adult')]
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             rows = self._backend.latest("grant")
         return {(str(r.analyst), str(r.dataset)):
                 self._budget("grant", r, r.analyst, str(r.dataset)).status() for r in rows}
@@ -312,7 +314,7 @@ class Ledger:
         {'adult': 'ε=5'}
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             rows = self._backend.latest("dataset")
         return {str(r.dataset): self._budget("dataset", r, None, str(r.dataset)).status()
                 for r in rows}
@@ -350,8 +352,9 @@ class Ledger:
         """Spend ``cost`` from the grant of ``analyst`` on ``dataset`` and from the dataset's
         dataset-wide budget, recording the charge.
 
-        One atomic append after one read, so no interleaving of processes can overspend
-        either budget. Raises :class:`NoBudgetError` when the dataset has no dataset-wide
+        One atomic append after one read (right after an answer this object is still
+        storing, after none: the append then requires that answer to be the last row, see
+        :meth:`store_answer`), so no interleaving of processes can overspend either budget. Raises :class:`NoBudgetError` when the dataset has no dataset-wide
         budget or the analyst no grant, and
         :class:`~statcurator.core.errors.BudgetExceededError` when the cost does not fit in
         one of them; a refusal records nothing.
@@ -408,7 +411,8 @@ class Ledger:
                     "dataset_spent": data.spent_text, "dataset_charges": data.count}
 
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            # (no settle here: _write's read settles, unless the charge comes right after
+            # an answer still being appended, see _ahead)
             outcome = self._write(analyst, dataset, request_id, build, alongside)
             if isinstance(outcome, Charge):
                 return outcome
@@ -442,7 +446,7 @@ class Ledger:
         analyst = None if analyst is None else analyst_id(analyst)
         dataset = None if dataset is None else check_name(dataset, "dataset")
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             return list(self._backend.entries(analyst=analyst, dataset=dataset, types=types))
 
     # -- answers ------------------------------------------------------------------------------
@@ -453,6 +457,14 @@ class Ledger:
         (fresh) charge: an answer cannot be stored before its charge (debit before release),
         and a request whose answer was lost in a crash cannot get a new, free answer. Storing
         the same payload again is a no-op.
+
+        On a backend whose appends wait on the disk or a server (a file, PostgreSQL), the
+        answer is handed to this ledger's writer thread and this returns at once: every later
+        call on this object first waits for it (a replay finds it; :meth:`flush` only waits),
+        and a charge this object makes right after it is appended only if the answer is in
+        place (see :meth:`LedgerBackend.append_after`). Nothing privacy rests on waits: the
+        charge was durable before the answer was computed, and an answer that does not reach
+        the ledger (the process killed first) is lost, never replaced by fresh noise.
 
         >>> led = Ledger()
         >>> led.store_answer("alice", "nope", "42")
@@ -466,6 +478,27 @@ class Ledger:
                 f"an answer must be stored as text, got {type(payload).__name__}",
                 remedy="serialize it first (for example with json.dumps)")
         key = (analyst, request_id)
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._settle()
+            if self._queue_answer(key, payload):
+                return  # confirmed (and taken off _pending) by the next _settle
+            self._store(key, payload)
+
+    def flush(self) -> None:
+        """Wait until the answer :meth:`store_answer` handed to the writer thread is in the
+        ledger (or was written again after a read, when another process appended first).
+        The curator service calls this before it responds, so that an answer it sent is
+        replayed even if the process is killed right after. A no-op otherwise.
+
+        >>> Ledger().flush()
+        """
+        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
+            self._settle()
+
+    def _store(self, key: tuple[str, str], payload: str) -> None:
+        """Store an answer now (holding the lock, settled): right after the row this object
+        knows as the head, else after a read (see :meth:`store_answer`)."""
+        analyst, request_id = key
 
         def build(st: dict[str, LedgerEntry]) -> dict[str, Any] | None:
             charged = st.get("charge")
@@ -493,11 +526,9 @@ class Ledger:
             return {"type": "answer", "analyst": analyst, "dataset": charged.dataset,
                     "request_id": request_id, "payload": payload}
 
-        with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
-            if not self._answer_at_head(key, payload):
-                self._write(analyst, None, request_id, build)
-            self._pending.pop(key, None)
+        if not self._answer_at_head(key, payload):
+            self._write(analyst, None, request_id, build)
+        self._pending.pop(key, None)
 
     def abandon(self, analyst: str, request_id: str) -> None:
         """Say that the answer of a charge this object made will never be stored (the
@@ -587,7 +618,7 @@ class Ledger:
         1
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             return self._verify(audit=True, anchor=anchor)
 
     def anchor(self) -> str:
@@ -609,19 +640,22 @@ class Ledger:
         {'dataset_budgets': 0, 'budgets': 0, 'charges': 0, 'answers': 0}
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             found = self._backend.counts()
         return {"dataset_budgets": found["dataset_budget"], "budgets": found["grant"],
                 "charges": found["charge"], "answers": found["answer"]}
 
     def close(self) -> None:
-        """Close the ledger (an in-memory ledger is gone). Idempotent."""
+        """Close the ledger (an in-memory ledger is gone), once the answer handed to the
+        writer thread (see :meth:`store_answer`) is in it. Idempotent."""
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
-            pool, self._pool = self._pool, None
-            if pool is not None and pool[0] == os.getpid():
-                pool[1].shutdown()
-            self._backend.close()
+            try:
+                self._settle()  # (an answer that cannot be stored: raised, once closed)
+            finally:
+                pool, self._pool = self._pool, None
+                if pool is not None and pool[0] == os.getpid():
+                    pool[1].shutdown()
+                self._backend.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -635,7 +669,7 @@ class Ledger:
     # -- internals ----------------------------------------------------------------------------
     def _open(self, anchor: str | None) -> Verification:
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             self._refuse_problems()
             if "head" not in self._backend.state(None, None, None):
                 mode = "hmac-sha256" if self._key is not None else "sha256"
@@ -716,15 +750,21 @@ class Ledger:
         return LedgerTamperedError(f"the ledger {self.location} is broken{where}: {why}",
                                    row=row, remedy=_TAMPERED)
 
-    def _state(self, analyst: str | None, dataset: str | None,
-               request_id: str | None) -> dict[str, LedgerEntry]:
+    def _state(self, analyst: str | None, dataset: str | None, request_id: str | None,
+               ahead: bool = False) -> dict[str, LedgerEntry]:
         """One read; every row it returns is re-hashed (a cheap check of what we rely on),
         unless it equals, field for field, a row this object already checked or wrote (the
         fields are SQLite's and PostgreSQL's typed values: text, integers and NULL). A
         charge's state while the head is still the row this object last wrote or read is
-        the rows it remembers, after a read of the head only (:meth:`_viewed`)."""
+        the rows it remembers, after a read of the head only (:meth:`_viewed`); with
+        ``ahead``, right after an answer still being appended, without any read
+        (:meth:`_ahead`)."""
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            if ahead:
+                st = self._ahead(analyst, dataset)
+                if st is not None:
+                    return st
+            self._settle()
             viewed = self._viewed(analyst, dataset, request_id)
             if viewed is not None:
                 return viewed
@@ -802,33 +842,138 @@ class Ledger:
         first, read again and decide again (optimistic concurrency, see ``_backend``).
         ``build`` returns the new row's fields (a dict), or anything else to append nothing;
         returns that, or the appended row. ``alongside`` runs once, when a row is first
-        decided (see :meth:`charge`)."""
+        decided (see :meth:`charge`).
+
+        A charge with ``alongside`` work may first be decided right after the answer this
+        object is still appending, from the rows it remembers (:meth:`_ahead`), and is then
+        appended only if that answer is the last row (:meth:`LedgerBackend.append_after`).
+        Any other outcome of that first attempt (the row refused, or the decision itself
+        refusing the charge: the rows may be stale) is settled by a read, as every other
+        attempt."""
         deadline = time.monotonic() + self._timeout
         pause = 0.0005
+        ahead = alongside is not None
         while True:
-            st = self._state(analyst, dataset, request_id)
+            st = self._state(analyst, dataset, request_id, ahead=ahead)
             head = st["head"]
-            outcome = build(st)
+            queued = self._queued
+            after = head if ahead and queued is not None and head is queued.row else None
+            ahead = False  # only the first attempt
+            try:
+                outcome = build(st)
+            except Exception:
+                if after is not None:
+                    continue  # decided from unconfirmed rows: decide again after a read
+                raise
             if not isinstance(outcome, dict):
                 return outcome
             row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, **outcome)
             row = _seal(row, digest(row, self._key))
             work, alongside = alongside, None
             try:
-                self._append(row, work)
+                self._append(row, work, after)
+            except _NotQueued:
+                alongside = work  # not run: the next attempt runs it
+                continue
             except ChainConflict:
                 if time.monotonic() > deadline:
                     raise LedgerError(f"the ledger {self.location} stayed contended by other "
                                       f"writers for {self._timeout:g} s",
                                       remedy="retry, or open the Ledger with a longer "
                                              "timeout=") from None
-                time.sleep(random.uniform(0, pause))  # noqa: S311 - back-off jitter only
-                pause = min(pause * 2, 0.05)
+                if after is None:  # (after an unconfirmed answer: no other writer to wait
+                    # for, only the read that settles it)
+                    time.sleep(random.uniform(0, pause))  # noqa: S311 - back-off jitter only
+                    pause = min(pause * 2, 0.05)
                 continue
             self._seen = max(self._seen, row.seq)  # another thread may have read further
             self._remember(row)
             self._advance(row)
             return row
+
+    def _queue_answer(self, key: tuple[str, str], payload: str) -> bool:
+        """Hand the answer of a charge this object made (still pending) to the writer
+        thread, to be appended right after the row this object knows as the head (as
+        :meth:`_answer_at_head` does, without waiting for it); False (nothing handed over)
+        when that row is unknown, the backend's appends do not wait on I/O, or the writer
+        thread takes no more work. Call holding the lock, settled.
+
+        Until a later :meth:`_settle` confirms it, the answer is the head of the view only
+        (a charge may be decided after it, see :meth:`_ahead`): it is not in ``_checked``,
+        and ``_seen`` stays at the row before it."""
+        dataset = self._pending.get(key)
+        head = self._checked.get(self._seen)
+        if dataset is None or head is None or not self._backend.overlaps_appends:
+            return False
+        row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
+                          analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
+        row = _seal(row, digest(row, self._key))
+        future = self._submit(self._backend.append_after, row, head)
+        if future is None:
+            return False
+        view = self._view
+        exact = view is head or (view is not None and view == head)
+        self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact)
+        self._lock.inflight = (os.getpid(), future)  # others wait for it before reading
+        if exact:
+            self._advance(row)
+        else:
+            self._forget_view()
+        return True
+
+    def _settle(self) -> None:
+        """Holding the lock: wait for the writer thread, and confirm the answer it was
+        handed (:meth:`_confirm`)."""
+        self._lock.settle()
+        if self._queued is not None:
+            self._confirm()
+
+    def _confirm(self) -> None:
+        """The queued answer's outcome: appended (it becomes a row this object wrote), or
+        not (another writer came first, or the append failed): the view is forgotten and
+        the answer stored after a read (:meth:`_store`). An error of that second attempt is
+        raised here (to whichever call settled), and the answer is then lost: a replay says
+        so, and its charge stays spent."""
+        q, self._queued = self._queued, None
+        if q is None:
+            return
+        if q.pid != os.getpid():  # a forked child: the parent confirms its own answer
+            self._forget_view()
+            return
+        failed = _settled(q.future)
+        if failed is None and q.future.result():
+            self._seen = max(self._seen, q.row.seq)
+            self._remember(q.row)
+            self._pending.pop(q.key, None)
+            return
+        self._forget_view()
+        try:
+            self._store(q.key, q.payload)
+        except BaseException:
+            self._pending.pop(q.key, None)  # nobody tries again: lost
+            raise
+
+    def _forget_view(self) -> None:
+        self._view = None
+        self._view_rows.clear()
+
+    def _ahead(self, analyst: str | None, dataset: str | None) -> dict[str, LedgerEntry] | None:
+        """A charge's state right after the answer the writer thread is still appending,
+        without a read (and without waiting for it): that answer as the head, and the
+        grant and dataset rows this object remembers as of the row before it, when it knew
+        them exactly. The charge row is then appended only if the answer is the last row
+        (see :meth:`_write`): every row appended so is decided on the ledger as it is. A
+        request id already charged is refused by the unique index (:class:`ChainConflict`;
+        the next attempt reads, and replays it). None when any of that is unknown."""
+        q = self._queued
+        if (q is None or not q.exact or q.pid != os.getpid() or self._view is not q.row
+                or self._seen != q.head.seq or analyst is None or dataset is None):
+            return None
+        grant = self._view_rows.get(("grant", analyst, dataset))
+        data = self._view_rows.get(("dataset", dataset))
+        if grant is None or data is None:
+            return None
+        return {"head": q.row, "grant": grant, "dataset": data}
 
     def _answer_at_head(self, key: tuple[str, str], payload: str) -> bool:
         """Append the answer of a charge this object made (still pending) right after the
@@ -860,16 +1005,28 @@ class Ledger:
         self._advance(row)
         return True
 
-    def _append(self, row: LedgerEntry, work: Callable[[], object] | None) -> None:
+    def _append(self, row: LedgerEntry, work: Callable[[], object] | None,
+                after: LedgerEntry | None = None) -> None:
         """Append ``row`` and run ``work`` (if any) without the ledger's lock, so that
         other threads' reads and writes wait only for the row, not for the work: side by
         side on a backend whose appends wait on I/O, else one after the other. Returns (or
         raises the append's error) only when both are done; an error of ``work`` is raised
-        once the append has finished (recorded, or lost to another writer)."""
+        once the append has finished (recorded, or lost to another writer).
+
+        With ``after`` (the answer still being appended, and ``work``), the row is appended
+        by the writer thread after that answer, only if the answer is then the last row
+        (else :class:`ChainConflict`); :class:`_NotQueued` (nothing appended, ``work`` not
+        run) when the writer thread takes no more work."""
         if work is None:
             self._backend.append(row)
             return
-        pending = self._submit(row) if self._backend.overlaps_appends else None
+        if after is not None:
+            pending = self._submit(self._append_after, row, after)
+            if pending is None:
+                raise _NotQueued
+        else:
+            pending = (self._submit(self._backend.append, row)
+                       if self._backend.overlaps_appends else None)
         if pending is None:
             self._backend.append(row)
             with self._lock.released():
@@ -892,8 +1049,13 @@ class Ledger:
         if failed is not None:
             raise failed
 
-    def _submit(self, row: LedgerEntry) -> Future[None] | None:
-        """The append of ``row`` on this process's writer thread (threads do not survive
+    def _append_after(self, row: LedgerEntry, head: LedgerEntry) -> None:
+        """On the writer thread: append ``row`` only if ``head`` is the last row."""
+        if not self._backend.append_after(row, head):
+            raise ChainConflict(f"row {head.seq} is not the last row, or not as expected")
+
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any] | None:
+        """``fn(*args)`` (an append) on this process's writer thread (threads do not survive
         fork()), or None once the interpreter is shutting down (``concurrent.futures``
         then refuses new work: the caller appends itself)."""
         pool = self._pool
@@ -901,7 +1063,7 @@ class Ledger:
             pool = self._pool = (os.getpid(), ThreadPoolExecutor(
                 1, thread_name_prefix=_WRITER))
         try:
-            return pool[1].submit(self._backend.append, row)
+            return pool[1].submit(fn, *args)
         except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
             return None
 
@@ -972,7 +1134,7 @@ class Ledger:
                     f"{scope}_charges": count}
 
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._lock.settle()
+            self._settle()
             self._write(analyst, dataset, None, build)
         return result[0]
 
@@ -1160,7 +1322,24 @@ if hasattr(os, "register_at_fork"):
                         after_in_child=_after_fork_in_child)
 
 
-def _settled(future: Future[None]) -> BaseException | None:
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """An answer handed to the writer thread (see ``Ledger._queue_answer``)."""
+
+    pid: int
+    key: tuple[str, str]
+    payload: str
+    row: LedgerEntry
+    head: LedgerEntry
+    future: Future[bool]
+    exact: bool  # the view was exactly as of ``head`` (a charge may be decided after it)
+
+
+class _NotQueued(Exception):  # noqa: N818 - internal signal, never raised to callers
+    """The writer thread took no more work (the interpreter is shutting down)."""
+
+
+def _settled(future: Future[Any]) -> BaseException | None:
     """The error of ``future`` (None if it succeeded), once it has finished. An interrupt
     (Ctrl-C) while waiting does not cut the wait short — the connection must be free before
     anyone else uses it — and is raised once the future is done."""

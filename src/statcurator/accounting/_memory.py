@@ -38,8 +38,8 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
-    answer_after,
     check_timeout,
+    links_after,
 )
 
 __all__ = ["MemoryBackend"]
@@ -109,9 +109,10 @@ class MemoryBackend(LedgerBackend):
             rows = self._rows
             charge = self._ids.get(("charge", entry.analyst, entry.request_id))
             # the last row: the very object the ledger remembered, or one equal to it
-            if (not answer_after(entry, head) or not rows
+            if (not links_after(entry, head) or not rows
                     or (rows[-1] is not head and rows[-1] != _exact(head))
-                    or charge is None or charge.dataset != entry.dataset):
+                    or (entry.type == "answer"
+                        and (charge is None or charge.dataset != entry.dataset))):
                 return False
             self._append(_exact(entry))
             return True

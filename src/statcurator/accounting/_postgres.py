@@ -33,10 +33,10 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
-    answer_after,
     check_timeout,
     entry_filter,
     head_of,
+    links_after,
 )
 
 __all__ = ["PostgresBackend"]
@@ -220,16 +220,17 @@ class PostgresBackend(LedgerBackend):
         self._run(f"INSERT INTO {self._q} ({_COLS}) VALUES ({placeholders})", entry.values())
 
     def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
-        if not answer_after(entry, head):
+        if not links_after(entry, head):
             return False
         params = {f"c{i}": v for i, v in enumerate(entry.values())}
         params.update({f"h{i}": v for i, v in enumerate(head.values())})
-        return bool(self._run(self._insert_after, params))
+        return bool(self._run(self._insert_after[entry.type], params))
 
     @functools.cached_property
-    def _insert_after(self) -> str:
-        """append_after's statement (this ledger's table is fixed: written once): the new
-        row's values are %(c0)s.., the expected head's %(h0)s.. (compared NULL-safely)."""
+    def _insert_after(self) -> dict[str, str]:
+        """append_after's statements by the new row's type (this ledger's table is fixed:
+        written once): the new row's values are %(c0)s.., the expected head's %(h0)s..
+        (compared NULL-safely); an answer also needs its charge."""
         q = self._q
 
         def typed(mark: str) -> str:
@@ -237,13 +238,15 @@ class PostgresBackend(LedgerBackend):
                              for i, c in enumerate(COLUMNS))
 
         at = {c: f"%(c{i})s" for i, c in enumerate(COLUMNS)}
-        return (f"INSERT INTO {q} ({_COLS}) SELECT {typed('c')} "
-                f"WHERE (SELECT max(seq) FROM {q}) = %(h0)s "
-                f"AND EXISTS (SELECT 1 FROM {q} WHERE seq = %(h0)s "
-                f"AND ({_COLS}) IS NOT DISTINCT FROM ({typed('h')})) "
-                f"AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
-                f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
-                f"{at['dataset']}) RETURNING seq")
+        after_head = (f"INSERT INTO {q} ({_COLS}) SELECT {typed('c')} "
+                      f"WHERE (SELECT max(seq) FROM {q}) = %(h0)s "
+                      f"AND EXISTS (SELECT 1 FROM {q} WHERE seq = %(h0)s "
+                      f"AND ({_COLS}) IS NOT DISTINCT FROM ({typed('h')}))")
+        charged = (f" AND EXISTS (SELECT 1 FROM {q} WHERE type = 'charge' AND analyst = "
+                   f"{at['analyst']} AND request_id = {at['request_id']} AND dataset = "
+                   f"{at['dataset']})")
+        return {"charge": f"{after_head} RETURNING seq",
+                "answer": f"{after_head}{charged} RETURNING seq"}
 
     def entries(self, *, after: int = 0, upto: int | None = None, analyst: str | None = None,
                 dataset: str | None = None,

@@ -32,10 +32,10 @@ from ._backend import (
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
-    answer_after,
     check_timeout,
     entry_filter,
     head_of,
+    links_after,
 )
 
 __all__ = ["SQLiteBackend", "APPLICATION_ID", "SCHEMA_VERSION"]
@@ -98,18 +98,23 @@ _TRIGGERS = {"ledger_append_only_update", "ledger_append_only_delete"}
 
 _COLS = ", ".join(COLUMNS)
 _INSERT = f"INSERT INTO ledger ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})"
-# An answer right after the row its ledger object knows as the head: inserted only if that
-# row is still the last, unchanged in every column, and the answer's charge exists (see
-# append_after). ?1..?N are the new row's values, ?N+1..?2N the head's (NULL-safe: IS).
+# A row right after the row its ledger object knows as the head: inserted only if that
+# row is still the last, unchanged in every column, and, for an answer, the answer's charge
+# exists (see append_after). ?1..?N are the new row's values, ?N+1..?2N the head's
+# (NULL-safe: IS).
 _N = len(COLUMNS)
 _AT = {c: f"?{i}" for i, c in enumerate(COLUMNS, 1)}  # the new row's values by column
-_INSERT_AFTER = (
+_INSERT_AFTER_HEAD = (
     f"INSERT INTO ledger ({_COLS}) SELECT {', '.join(_AT.values())} "
     f"WHERE (SELECT max(seq) FROM ledger) = ?{_N + 1} "
     f"AND (SELECT {_COLS} FROM ledger WHERE seq = ?{_N + 1}) "
-    f"IS ({', '.join(f'?{i}' for i in range(_N + 1, 2 * _N + 1))}) "
-    f"AND EXISTS (SELECT 1 FROM ledger WHERE type = 'charge' AND analyst = {_AT['analyst']} "
-    f"AND request_id = {_AT['request_id']} AND dataset = {_AT['dataset']})")
+    f"IS ({', '.join(f'?{i}' for i in range(_N + 1, 2 * _N + 1))})")
+_INSERT_AFTER = {
+    "charge": _INSERT_AFTER_HEAD,
+    "answer": f"{_INSERT_AFTER_HEAD} AND EXISTS (SELECT 1 FROM ledger WHERE type = 'charge' "
+              f"AND analyst = {_AT['analyst']} AND request_id = {_AT['request_id']} "
+              f"AND dataset = {_AT['dataset']})",
+}
 # The state of a charge in one statement; ?1 analyst, ?2 dataset, ?3 request id.
 _STATE = " UNION ALL ".join([
     f"SELECT * FROM (SELECT 'head', {_COLS} FROM ledger ORDER BY seq DESC LIMIT 1)",
@@ -313,9 +318,10 @@ class SQLiteBackend(LedgerBackend):
         self._insert(entry, _INSERT, entry.values())
 
     def append_after(self, entry: LedgerEntry, head: LedgerEntry) -> bool:
-        if not answer_after(entry, head):
+        if not links_after(entry, head):
             return False
-        return self._insert(entry, _INSERT_AFTER, (*entry.values(), *head.values())) == 1
+        return self._insert(entry, _INSERT_AFTER[entry.type],
+                            (*entry.values(), *head.values())) == 1
 
     def _insert(self, entry: LedgerEntry, sql: str, params: tuple[object, ...]) -> int:
         """Run one INSERT statement (autocommit: its own transaction); the rows inserted."""

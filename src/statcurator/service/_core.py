@@ -283,6 +283,8 @@ class CuratorService:
         else:  # pragma: no cover - eight crashes on one query
             raise Conflict("the stored answers of this query were lost repeatedly",
                            remedy="change the query (e.g. its ε) to pay for a fresh answer")
+        # the answer is in the ledger before it is sent: a retry after a crash replays it
+        self.curator.ledger.flush()
         rid = rel.provenance.get("request_id", rid)
         return {"request_id": rid, "replayed": rel.replayed, "dataset": dataset,
                 "idempotency_key": idempotency_key,
@@ -532,6 +534,7 @@ class CuratorService:
         est = self.curator.estimate(dataset, makers[kind](), epsilon=p["epsilon"],
                                     delta=p["delta"], rho=p["rho"], analyst=who.name,
                                     request_id=idempotency_key)
+        self.curator.ledger.flush()  # in the ledger before it is sent (see run)
         value = getattr(est, "value", None)
         return jsonable({"dataset": dataset, "estimator": kind, "column": column,
                          "value": value, "interval": getattr(est, "interval", None),
