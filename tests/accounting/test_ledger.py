@@ -678,6 +678,48 @@ def test_a_charge_after_an_answer_in_flight_sees_another_writer(persistent_store
     assert spent == Fraction(3, 2)                             # ε=3/2 of a dataset's ε=1
 
 
+_EXITING = """
+import atexit, sys, threading
+from fractions import Fraction
+from statcurator.accounting import Ledger, _ledger
+from statcurator.core.measures import PureDP
+if sys.argv[2] == "control":
+    atexit.unregister(_ledger._confirm_at_exit)
+mine, other = Ledger(sys.argv[1]), Ledger(sys.argv[1])
+mine.set_dataset_budget("adult", PureDP(10))
+mine.set_budget("alice", "adult", PureDP(1))
+mine.charge("alice", "adult", PureDP(Fraction(1, 4)), request_id="r1", query="q",
+            mechanism="m")
+gate = threading.Event()
+mine._submit(gate.wait)
+mine.store_answer("alice", "r1", "a1")
+other.set_budget("bob", "adult", PureDP(1))  # takes the place the answer's INSERT expects
+gate.set()
+"""  # and the process exits without closing either ledger
+
+
+@pytest.mark.parametrize("variant", ["confirmed", "control"])
+def test_an_answer_that_lost_its_place_is_stored_at_exit(tmp_path, variant: str):
+    """A script ends right after its release, without closing the ledger, and the answer's
+    INSERT (on the writer thread) finds that another writer took its place: the exit hook
+    writes it after a read. Control: without the hook the answer is lost (its budget stays
+    spent, and the replay says so)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "l.db"
+    done = subprocess.run([sys.executable, "-c", _EXITING, str(path), variant],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with Ledger(path) as led:
+        if variant == "confirmed":
+            assert led.replay("alice", "r1") == "a1"
+        else:
+            with pytest.raises(AnswerLostError):
+                led.replay("alice", "r1")
+        assert led.status("alice", "adult").spent == PureDP(Fraction(1, 4))
+
+
 def test_a_charge_from_remembered_rows_sees_another_writer(persistent_store: Store,
                                                            monkeypatch):
     """While the ledger's head is the row a ledger object last wrote, it decides a charge

@@ -23,6 +23,7 @@ The ledger is the curator's memory of privacy spent. The rules it enforces:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import json
@@ -31,6 +32,7 @@ import random
 import threading
 import time
 import uuid
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -915,6 +917,7 @@ class Ledger:
         exact = view is head or (view is not None and view == head)
         self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact)
         self._lock.inflight = (os.getpid(), future)  # others wait for it before reading
+        _QUEUED.add(self)  # confirmed at exit if nothing else does
         if exact:
             self._advance(row)
         else:
@@ -1320,6 +1323,25 @@ def _after_fork_in_child() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                         after_in_child=_after_fork_in_child)
+
+#: ledgers that handed an answer to their writer thread (see Ledger._queue_answer)
+_QUEUED: weakref.WeakSet[Ledger] = weakref.WeakSet()
+
+
+@atexit.register
+def _confirm_at_exit() -> None:
+    """At the interpreter's exit (the writer threads have finished their work by then),
+    confirm every answer still unconfirmed: one whose INSERT wrote nothing (another process
+    appended first) is written after a read now, instead of being lost with the process."""
+    for led in list(_QUEUED):
+        if led._queued is None or led._queued.pid != os.getpid():
+            continue
+        try:
+            led.flush()
+        except Exception as e:  # noqa: BLE001 - reported, never raised at exit
+            warnings.warn(f"statcurator: the ledger {led.location} could not store an answer "
+                          f"at exit ({e}); that request's budget stays spent and a replay "
+                          "says its answer was lost", RuntimeWarning, stacklevel=1)
 
 
 @dataclass(frozen=True, slots=True)
