@@ -60,7 +60,7 @@ def statements_per_charge(path: Path) -> tuple[int, int, int, int]:
         led.store_answer("alice", "more0", "43")
         led.charge("alice", "adult", COST, request_id="ahead0",
                    query="SELECT COUNT(*) FROM adult", mechanism="Laplace",
-                   alongside=lambda: None)
+                   alongside=lambda: None, new_id=True)
         led.flush()
 
     counts = []

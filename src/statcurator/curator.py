@@ -833,7 +833,7 @@ class Query:
                 charge = cur.ledger.charge(analyst, table, cost, request_id=rid,
                                            query=self.query_text,
                                            mechanism=bound.mechanism_summary(),
-                                           alongside=run)
+                                           alongside=run, new_id=request_id is None)
             except BaseException:
                 ran.clear()  # not charged: drop the exact answer (nothing keeps it alive)
                 raise

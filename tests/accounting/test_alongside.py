@@ -166,30 +166,6 @@ def test_a_forked_child_writes_beside_its_work_on_its_own_thread(persistent_stor
     led.close()
 
 
-def test_a_child_forked_with_an_answer_in_flight_leaves_it_to_the_parent(
-        persistent_store: Store):
-    """The parent's answer was handed to its writer thread just before the fork: the child
-    (which inherits the parent's memory of it, not its thread) neither writes nor confirms
-    it, and decides its own charge after a read instead of right after that answer; the
-    parent's next call confirms it. One answer, both charges, a whole chain."""
-    led = _funded(persistent_store.open())
-    _charge(led, "parent", alongside=lambda: None)
-    led.store_answer("alice", "parent", "p")
-    child = multiprocessing.get_context("fork").Process(target=_charge_in_child, args=(led,))
-    child.start()
-    child.join(30)
-    if child.is_alive():  # pragma: no cover - the failure this test is for
-        child.kill()
-    assert child.exitcode == 0
-    led.flush()
-    assert led.replay("alice", "parent") == "p"
-    assert persistent_store.sql("SELECT request_id FROM ledger WHERE type = 'answer'") == [
-        ("parent",)]
-    assert sorted(c.request_id for c in led.charges()) == ["child", "parent"]
-    led.verify()
-    led.close()
-
-
 def test_after_losing_its_place_a_charge_that_still_fits_is_recorded_without_rerunning_the_work(
         persistent_store: Store, monkeypatch):
     """Bob takes part of the dataset-wide budget between this charge's decision and its

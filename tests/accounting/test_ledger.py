@@ -535,7 +535,7 @@ def test_a_durable_charge_is_at_most_three_statements(tmp_path):
     seen.clear()
     led.store_answer("alice", "r2", "43")
     led.charge("alice", "adult", PureDP(Fraction(1, 100)), request_id="r3", query=Q,
-               mechanism="m", alongside=lambda: None)
+               mechanism="m", alongside=lambda: None, new_id=True)
     led.flush()
     ahead_statements = [s for s in seen if not s.startswith(("--", "PRAGMA synchronous"))]
     conn.set_trace_callback(None)
@@ -644,7 +644,7 @@ def _ahead_after_another_writer(store: Store, dataset: str, *, weak: bool,
     ran: list[int] = []
     try:
         mine.charge("alice", dataset, PureDP(Fraction(1, 2)), request_id=f"{dataset}2", query=Q,
-                    mechanism="m", alongside=lambda: ran.append(1) or gate.set())
+                    mechanism="m", alongside=lambda: ran.append(1) or gate.set(), new_id=True)
     finally:
         gate.set()
         mine.close()

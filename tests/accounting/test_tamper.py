@@ -185,7 +185,7 @@ def _cut_while_an_answer_is_in_flight(store: Store, *, weak: bool, monkeypatch) 
                             lambda self, row, head: self._backend.append(row))
     try:
         led.charge("alice", "adult", PureDP(Fraction(1, 2)), request_id="r2", query="q",
-                   mechanism="m", alongside=gate.set)
+                   mechanism="m", alongside=gate.set, new_id=True)
     finally:
         gate.set()
     return led

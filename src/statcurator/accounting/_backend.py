@@ -110,6 +110,11 @@ _VALUES = attrgetter(*COLUMNS)
 _CONTENT = attrgetter(*COLUMNS[:-2])
 
 
+#: the unique indexes that refuse a second charge, or a second answer, under one (analyst,
+#: request id): a charge decided without a read relies on the first (see Ledger._ahead)
+UNIQUE_INDEXES = frozenset({"ledger_charge_ids", "ledger_answer_ids"})
+
+
 def links_after(entry: LedgerEntry, head: LedgerEntry) -> bool:
     """Whether ``entry`` is an answer or a charge that links to ``head`` as the row before
     it (what :meth:`LedgerBackend.append_after` requires before it compares ``head`` with the

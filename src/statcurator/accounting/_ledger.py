@@ -190,7 +190,10 @@ class Ledger:
         self._view_rows: dict[tuple[str, ...], LedgerEntry] = {}
         #: the answer the writer thread is appending, not confirmed yet (see store_answer)
         self._queued: _Queued | None = None
+        #: by thread: the error that lost an answer that thread handed over (see flush)
+        self._lost: dict[int, BaseException] = {}
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._closed = False
         try:
             self._opened = self._open(anchor)
         except BaseException:
@@ -350,7 +353,8 @@ class Ledger:
 
     # -- charging -----------------------------------------------------------------------------
     def charge(self, analyst: str, dataset: str, cost: Amount, *, request_id: str, query: str,
-               mechanism: str, alongside: Callable[[], object] | None = None) -> Charge:
+               mechanism: str, alongside: Callable[[], object] | None = None,
+               new_id: bool = False) -> Charge:
         """Spend ``cost`` from the grant of ``analyst`` on ``dataset`` and from the dataset's
         dataset-wide budget, recording the charge.
 
@@ -377,6 +381,13 @@ class Ledger:
         failed outright (a busy or lost database: the error is raised, nothing is charged).
         An exception from ``alongside`` propagates once the write has finished; the charge
         is then recorded unless the write lost its place to another process.
+
+        ``new_id=True`` says that ``request_id`` was just drawn at random by the caller (the
+        curator's own ids), so the charge cannot be a replay: with ``alongside``, right
+        after an answer this object is still storing, it is then decided without any read
+        (see :meth:`store_answer`). A caller-given id never is, so a replay never runs
+        ``alongside``; a caller that says ``new_id`` of a used id costs an engine run, never
+        a second charge (the unique index refuses it, and the read that follows replays).
 
         >>> from statcurator.core.measures import PureDP
         >>> led = Ledger()
@@ -415,7 +426,8 @@ class Ledger:
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
             # (no settle here: _write's read settles, unless the charge comes right after
             # an answer still being appended, see _ahead)
-            outcome = self._write(analyst, dataset, request_id, build, alongside)
+            outcome = self._write(analyst, dataset, request_id, build, alongside,
+                                  ahead=new_id and alongside is not None)
             if isinstance(outcome, Charge):
                 return outcome
             if len(self._budgets_after) >= 4096:
@@ -461,12 +473,14 @@ class Ledger:
         the same payload again is a no-op.
 
         On a backend whose appends wait on the disk or a server (a file, PostgreSQL), the
-        answer is handed to this ledger's writer thread and this returns at once: every later
-        call on this object first waits for it (a replay finds it; :meth:`flush` only waits),
-        and a charge this object makes right after it is appended only if the answer is in
-        place (see :meth:`LedgerBackend.append_after`). Nothing privacy rests on waits: the
-        charge was durable before the answer was computed, and an answer that does not reach
-        the ledger (the process killed first) is lost, never replaced by fresh noise.
+        answer is handed to this ledger's writer thread and this returns at once. Later
+        calls on this object that read or write first wait for it (a replay finds it;
+        :meth:`flush` only waits, and says if it was lost); a charge with a new id
+        (``new_id``) right after it is decided without waiting, and appended only if the
+        answer is then the last row (see :meth:`LedgerBackend.append_after`). Nothing
+        privacy rests on waits: the charge was durable before the answer was computed, and
+        an answer that does not reach the ledger (the process killed first, or its write
+        failing) is lost, never replaced by fresh noise.
 
         >>> led = Ledger()
         >>> led.store_answer("alice", "nope", "42")
@@ -492,10 +506,19 @@ class Ledger:
         The curator service calls this before it responds, so that an answer it sent is
         replayed even if the process is killed right after. A no-op otherwise.
 
+        Raises :class:`AnswerLostError` when an answer this thread handed over could not be
+        written (the budget stays spent; do not send that answer: it cannot be replayed), or
+        the :class:`LedgerTamperedError` that stopped it.
+
         >>> Ledger().flush()
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._settle()
+            try:
+                self._settle()
+            finally:
+                lost = self._lost.pop(threading.get_ident(), None)
+        if lost is not None:
+            _raise_lost(lost, self.location)
 
     def _store(self, key: tuple[str, str], payload: str) -> None:
         """Store an answer now (holding the lock, settled): right after the row this object
@@ -551,7 +574,9 @@ class Ledger:
         """
         key = (analyst_id(analyst), check_name(request_id, "request_id"))
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            self._pending.pop(key, None)
+            q = self._queued
+            if q is None or q.key != key:  # (an answer handed over is stored, not abandoned)
+                self._pending.pop(key, None)
 
     def answer(self, analyst: str, request_id: str) -> str | None:
         """The answer stored for ``analyst``'s ``request_id``, or ``None``.
@@ -649,15 +674,20 @@ class Ledger:
 
     def close(self) -> None:
         """Close the ledger (an in-memory ledger is gone), once the answer handed to the
-        writer thread (see :meth:`store_answer`) is in it. Idempotent."""
+        writer thread (see :meth:`store_answer`) is in it; an answer of this thread that
+        could not be written is raised then, as by :meth:`flush`. Idempotent."""
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
             try:
-                self._settle()  # (an answer that cannot be stored: raised, once closed)
+                self._settle()
             finally:
+                self._closed = True  # (no writer thread is started again: see _submit)
                 pool, self._pool = self._pool, None
                 if pool is not None and pool[0] == os.getpid():
                     pool[1].shutdown()
                 self._backend.close()
+                lost = self._lost.pop(threading.get_ident(), None)
+        if lost is not None:
+            _raise_lost(lost, self.location)
 
     def __enter__(self) -> Ledger:
         return self
@@ -839,22 +869,23 @@ class Ledger:
 
     def _write(self, analyst: str | None, dataset: str | None, request_id: str | None,
                build: Callable[[dict[str, LedgerEntry]], Any],
-               alongside: Callable[[], object] | None = None) -> Any:
+               alongside: Callable[[], object] | None = None, ahead: bool = False) -> Any:
         """Read, decide, append at ``head + 1``; when another writer took that position
         first, read again and decide again (optimistic concurrency, see ``_backend``).
         ``build`` returns the new row's fields (a dict), or anything else to append nothing;
         returns that, or the appended row. ``alongside`` runs once, when a row is first
         decided (see :meth:`charge`).
 
-        A charge with ``alongside`` work may first be decided right after the answer this
-        object is still appending, from the rows it remembers (:meth:`_ahead`), and is then
+        With ``ahead`` (a charge with ``alongside`` work and a new id), it may first be
+        decided right after the answer this object is still appending, from the rows it
+        remembers (:meth:`_ahead`), and is then
         appended only if that answer is the last row (:meth:`LedgerBackend.append_after`).
         Any other outcome of that first attempt (the row refused, or the decision itself
         refusing the charge: the rows may be stale) is settled by a read, as every other
         attempt."""
         deadline = time.monotonic() + self._timeout
         pause = 0.0005
-        ahead = alongside is not None
+        ahead = ahead and alongside is not None
         while True:
             st = self._state(analyst, dataset, request_id, ahead=ahead)
             head = st["head"]
@@ -905,8 +936,9 @@ class Ledger:
         and ``_seen`` stays at the row before it."""
         dataset = self._pending.get(key)
         head = self._checked.get(self._seen)
-        if dataset is None or head is None or not self._backend.overlaps_appends:
-            return False
+        if (dataset is None or head is None or not self._backend.overlaps_appends
+                or type(self._backend).append_after is LedgerBackend.append_after):
+            return False  # (a backend that cannot append after a row: written now)
         row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
                           analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
         row = _seal(row, digest(row, self._key))
@@ -915,7 +947,9 @@ class Ledger:
             return False
         view = self._view
         exact = view is head or (view is not None and view == head)
-        self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact)
+        thread = threading.get_ident()
+        self._lost.pop(thread, None)  # (an older loss was this thread's to ask about)
+        self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact, thread)
         self._lock.inflight = (os.getpid(), future)  # others wait for it before reading
         _QUEUED.add(self)  # confirmed at exit if nothing else does
         if exact:
@@ -934,10 +968,13 @@ class Ledger:
     def _confirm(self) -> None:
         """The queued answer's outcome: appended (it becomes a row this object wrote), or
         not (another writer came first, or the append failed): the view is forgotten and
-        the answer stored after a read (:meth:`_store`). An error of that second attempt is
-        raised here (to whichever call settled), and the answer is then lost: a replay says
-        so, and its charge stays spent."""
+        the answer stored after a read (:meth:`_store`). When that fails too, the answer is
+        lost (a replay says so, and its charge stays spent) and the error is kept for the
+        thread that stored it, whose :meth:`flush` or :meth:`close` raises it; whichever
+        call settled carries on (its own read meets the same trouble, if it is the
+        ledger's)."""
         q, self._queued = self._queued, None
+        _QUEUED.discard(self)
         if q is None:
             return
         if q.pid != os.getpid():  # a forked child: the parent confirms its own answer
@@ -952,8 +989,13 @@ class Ledger:
         self._forget_view()
         try:
             self._store(q.key, q.payload)
-        except BaseException:
+        except Exception as e:  # noqa: BLE001 - kept for the storing thread (see flush)
             self._pending.pop(q.key, None)  # nobody tries again: lost
+            if len(self._lost) >= 64:
+                self._lost.clear()
+            self._lost[q.thread] = e
+        except BaseException:  # an interrupt: lost too, and raised here
+            self._pending.pop(q.key, None)
             raise
 
     def _forget_view(self) -> None:
@@ -965,9 +1007,10 @@ class Ledger:
         without a read (and without waiting for it): that answer as the head, and the
         grant and dataset rows this object remembers as of the row before it, when it knew
         them exactly. The charge row is then appended only if the answer is the last row
-        (see :meth:`_write`): every row appended so is decided on the ledger as it is. A
-        request id already charged is refused by the unique index (:class:`ChainConflict`;
-        the next attempt reads, and replays it). None when any of that is unknown."""
+        (see :meth:`_write`): every row appended so is decided on the ledger as it is. The
+        charge's id is new (``new_id``), so no read is needed to see a replay; were it used
+        after all, the unique index refuses the row (:class:`ChainConflict`) and the next
+        attempt reads, and replays it. None when any of that is unknown."""
         q = self._queued
         if (q is None or not q.exact or q.pid != os.getpid() or self._view is not q.row
                 or self._seen != q.head.seq or analyst is None or dataset is None):
@@ -1061,6 +1104,8 @@ class Ledger:
         """``fn(*args)`` (an append) on this process's writer thread (threads do not survive
         fork()), or None once the interpreter is shutting down (``concurrent.futures``
         then refuses new work: the caller appends itself)."""
+        if self._closed:
+            return None  # closed: the caller appends itself (and finds the ledger closed)
         pool = self._pool
         if pool is None or pool[0] != os.getpid():
             pool = self._pool = (os.getpid(), ThreadPoolExecutor(
@@ -1201,9 +1246,9 @@ class _Budget:
 
 
 class _LedgerLock:
-    """The ledger's re-entrant lock, entered as ``with lock.rlock: lock.settle()``: holding
-    it, a thread also waits for a charge's row that the writer thread is still appending
-    (the backend's connection is in use). The charging thread runs its work with the lock
+    """The ledger's re-entrant lock, entered as ``with lock.rlock: ledger._settle()``
+    (which calls :meth:`settle`): holding it, a thread also waits for a row that the writer
+    thread is still appending (the backend's connection is in use). The charging thread runs its work with the lock
     :meth:`released`, so other threads wait for the row only, never for the curator's
     engine.
 
@@ -1324,8 +1369,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
                         after_in_child=_after_fork_in_child)
 
-#: ledgers that handed an answer to their writer thread (see Ledger._queue_answer)
-_QUEUED: weakref.WeakSet[Ledger] = weakref.WeakSet()
+#: ledgers with an answer handed to their writer thread and not confirmed yet (kept alive
+#: until then, see Ledger._queue_answer and _confirm_at_exit)
+_QUEUED: set[Ledger] = set()
 
 
 @atexit.register
@@ -1334,14 +1380,17 @@ def _confirm_at_exit() -> None:
     confirm every answer still unconfirmed: one whose INSERT wrote nothing (another process
     appended first) is written after a read now, instead of being lost with the process."""
     for led in list(_QUEUED):
-        if led._queued is None or led._queued.pid != os.getpid():
+        q = led._queued
+        if q is None or q.pid != os.getpid():
             continue
-        try:
-            led.flush()
-        except Exception as e:  # noqa: BLE001 - reported, never raised at exit
-            warnings.warn(f"statcurator: the ledger {led.location} could not store an answer "
-                          f"at exit ({e}); that request's budget stays spent and a replay "
-                          "says its answer was lost", RuntimeWarning, stacklevel=1)
+        with contextlib.suppress(Exception), led._lock.rlock:
+            led._settle()  # (a loss is kept for the storing thread: reported here)
+        lost = led._lost.pop(q.thread, None)
+        if lost is not None:
+            warnings.warn(f"statcurator: the ledger {led.location} could not store the "
+                          f"answer of request {q.key[1]!r} at exit ({lost}); its budget stays "
+                          "spent and a replay says its answer was lost", RuntimeWarning,
+                          stacklevel=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -1355,6 +1404,18 @@ class _Queued:
     head: LedgerEntry
     future: Future[bool]
     exact: bool  # the view was exactly as of ``head`` (a charge may be decided after it)
+    thread: int  # the thread that stored it (its flush() says if it was lost)
+
+
+def _raise_lost(lost: BaseException, location: str) -> None:
+    """Raise the loss of an answer a thread handed over: tampering as itself, anything else
+    as an :class:`AnswerLostError` that says not to send the answer."""
+    if isinstance(lost, LedgerTamperedError):
+        raise lost
+    raise AnswerLostError(f"an answer this thread stored could not be written to the ledger "
+                          f"{location} ({lost})",
+                          remedy="do not send it: it cannot be replayed (its budget stays "
+                                 "spent); retry the query under a new request id") from lost
 
 
 class _NotQueued(Exception):  # noqa: N818 - internal signal, never raised to callers

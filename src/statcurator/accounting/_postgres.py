@@ -30,6 +30,7 @@ from ..core.errors import InvalidParameterError, LedgerError
 from ._backend import (
     COLUMNS,
     ENTRY_TYPES,
+    UNIQUE_INDEXES,
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
@@ -131,8 +132,12 @@ class PostgresBackend(LedgerBackend):
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> Any:
         try:
-            return self._psycopg.connect(self._dsn, autocommit=True,
+            conn = self._psycopg.connect(self._dsn, autocommit=True,
                                          connect_timeout=max(1, int(self.timeout)))
+            # a write that waits on another session's lock (its open transaction) gives up
+            # after the timeout too, instead of holding the ledger and its writer thread
+            conn.execute(f"SET lock_timeout = {max(1, int(self.timeout * 1000))}")
+            return conn
         except self._psycopg.Error as e:
             raise LedgerError(f"cannot connect to the ledger database {self.location} "
                               f"({_what(e)})",
@@ -154,6 +159,11 @@ class PostgresBackend(LedgerBackend):
             return cur.fetchall() if cur.description is not None else []
         except self._psycopg.errors.UniqueViolation as e:
             raise ChainConflict(str(e)) from None
+        except self._psycopg.errors.LockNotAvailable:
+            raise LedgerError(f"the ledger {self.location} stayed locked by another session "
+                              f"for {self.timeout:g} s",
+                              remedy="retry; if it lasts, look for a session holding a "
+                                     "transaction open on the ledger's table") from None
         except self._psycopg.Error as e:
             raise LedgerError(f"the ledger {self.location} refused a statement ({_what(e)})",
                               remedy="the ledger is append-only; check the database and "
@@ -276,9 +286,17 @@ class PostgresBackend(LedgerBackend):
         rows = self._run("SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = "
                          "to_regclass(%s) AND NOT tgisinternal", (self._q,))
         enabled = {str(name) for name, state in rows if state != "D"}
+        found = []
         if missing := _TRIGGERS - enabled:
-            return [f"the append-only trigger(s) {sorted(missing)} were dropped or disabled"]
-        return []
+            found.append(f"the append-only trigger(s) {sorted(missing)} were dropped or "
+                         "disabled")
+        unique = {str(name) for (name,) in self._run(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid",
+            (self._q,))}
+        if dropped := UNIQUE_INDEXES - unique:
+            found.append(f"the unique index(es) {sorted(dropped)} were dropped")
+        return found
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.location!r})"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from ..core.errors import LedgerError
 from ._backend import (
     COLUMNS,
     ENTRY_TYPES,
+    UNIQUE_INDEXES,
     ChainConflict,
     LedgerBackend,
     LedgerEntry,
@@ -182,6 +184,9 @@ class SQLiteBackend(LedgerBackend):
         #: Seconds a writer waits for another process's lock (and the ledger for its turn).
         self.timeout = self._timeout
         self._orphans: list[sqlite3.Connection] = []
+        #: held by an INSERT with its PRAGMA synchronous switches: an answer's NORMAL (on the
+        #: writer thread) never brackets a charge another thread inserts on the connection
+        self._inserting = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = os.getpid()
         self._conn = self._connect()
@@ -281,6 +286,7 @@ class SQLiteBackend(LedgerBackend):
                 raise LedgerError("an in-memory ledger cannot be shared with a child process",
                                   remedy="open the Ledger on a file to share it between processes")
             self._orphans.append(self._conn)
+            self._inserting = threading.Lock()  # (maybe held by a thread the child lacks)
             self._conn = self._connect()
             self._pid = os.getpid()  # only once connected: a failed attempt is tried again
         return self._conn
@@ -333,7 +339,7 @@ class SQLiteBackend(LedgerBackend):
         # FULL: one fsync each.
         relaxed = entry.type == "answer" and self._path is not None
         try:
-            with _translated(self.location, self._timeout):
+            with self._inserting, _translated(self.location, self._timeout):
                 if relaxed:
                     conn.execute("PRAGMA synchronous = NORMAL")
                 try:
@@ -373,6 +379,10 @@ class SQLiteBackend(LedgerBackend):
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'ledger'")}
         if missing := _TRIGGERS - names:
             found.append(f"the append-only trigger(s) {sorted(missing)} were dropped")
+        unique = {str(n) for (n,) in self._rows(
+            "SELECT name FROM pragma_index_list('ledger') WHERE \"unique\" = 1")}
+        if dropped := UNIQUE_INDEXES - unique:
+            found.append(f"the unique index(es) {sorted(dropped)} were dropped")
         top = self._rows("SELECT (SELECT max(seq) FROM ledger), "
                          "(SELECT seq FROM sqlite_sequence WHERE name = 'ledger')")[0]
         if top[1] is not None and int(str(top[0] or 0)) < int(str(top[1])):
