@@ -299,6 +299,22 @@ def test_dropped_triggers_refuse_service(persistent_store: Store):
         persistent_store.open()
 
 
+@pytest.mark.parametrize("index", ["ledger_charge_ids", "ledger_answer_ids"])
+def test_a_dropped_unique_index_refuses_service(persistent_store: Store, index: str):
+    """The unique indexes on (analyst, request id) refuse a second charge, or a second
+    answer, under one request id; a charge decided without a read right after an answer in
+    flight relies on the first. Dropped, the ledger refuses to open. Control: the same index
+    put back (unique), it opens."""
+    _spend_all(persistent_store)
+    persistent_store.sql(f"DROP INDEX {index}")
+    with pytest.raises(LedgerTamperedError, match=f"unique index.*{index}.*dropped"):
+        persistent_store.open()
+    persistent_store.sql(f"CREATE UNIQUE INDEX {index} ON ledger (analyst, request_id) "
+                         f"WHERE type = '{index.split('_')[1].rstrip('s')}'")
+    with persistent_store.open() as led:
+        assert led.status("alice", "adult").charges == 2
+
+
 def test_deleting_the_newest_rows_is_detected_in_sqlite(tmp_path):
     """The chain of the rows that remain is intact, so SQLite's own record of the highest
     row ever written is what notices (a determined attacker can reset that too: see the
