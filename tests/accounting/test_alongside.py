@@ -584,3 +584,31 @@ def test_a_charge_finishing_never_frees_the_connection_under_another_threads_app
     assert sorted(c.request_id for c in led.charges()) == ["first", "second"]
     led.verify()
     led.close()
+
+
+def test_the_same_request_id_charged_by_two_processes_at_once_is_charged_once(tmp_path):
+    """The documented third case of an engine run for nothing (review 50): the same caller
+    id (a retry sent to two service workers at once) decided by two ledger objects before
+    either writes. Both run their work; one row goes in, and the other charge, its INSERT
+    refused by the unique index, is read again and replayed: one charge, never two."""
+    path = tmp_path / "l.db"
+    a, b = Ledger(path), Ledger(path)                   # two processes, in effect
+    a.set_dataset_budget("adult", PureDP(10))
+    a.set_budget("alice", "adult", PureDP(1))
+    ran: list[str] = []
+    gate = threading.Event()
+    a._submit(gate.wait)                                # a's INSERT waits a moment
+
+    def a_work() -> None:
+        ran.append("a")
+        c = b.charge("alice", "adult", PureDP(Fraction(1, 4)), request_id="key-1",
+                     query="q", mechanism="m", alongside=lambda: ran.append("b"))
+        assert not c.replayed
+        gate.set()
+
+    c = a.charge("alice", "adult", PureDP(Fraction(1, 4)), request_id="key-1", query="q",
+                 mechanism="m", alongside=a_work)
+    assert c.replayed and ran == ["a", "b"]
+    assert a.status("alice", "adult").charges == 1
+    a.close()
+    b.close()

@@ -190,8 +190,10 @@ class Ledger:
         self._view_rows: dict[tuple[str, ...], LedgerEntry] = {}
         #: the answer the writer thread is appending, not confirmed yet (see store_answer)
         self._queued: _Queued | None = None
-        #: by thread: the error that lost an answer that thread handed over (see flush)
-        self._lost: dict[int, BaseException] = {}
+        #: by thread (the object: an ident is reused once its thread is gone): the error
+        #: that lost an answer that thread handed over (see flush)
+        self._lost: weakref.WeakKeyDictionary[threading.Thread, BaseException] = (
+            weakref.WeakKeyDictionary())
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         self._closed = False
         try:
@@ -377,8 +379,9 @@ class Ledger:
         ``charge`` returns when both are done, so nothing the caller computed is released
         before the debit is durable. A refusal or a replay never calls it. It has run for
         nothing when the write then fails: another process took the row's place (the charge
-        is decided again, and may be refused, without calling it again), or the write
-        failed outright (a busy or lost database: the error is raised, nothing is charged).
+        is decided again, and may be refused or, when that process charged the same request
+        id at the same instant, replayed, without calling it again), or the write failed
+        outright (a busy or lost database: the error is raised, nothing is charged).
         An exception from ``alongside`` propagates once the write has finished; the charge
         is then recorded unless the write lost its place to another process.
 
@@ -513,10 +516,8 @@ class Ledger:
         >>> Ledger().flush()
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
-            try:
-                self._settle()
-            finally:
-                lost = self._lost.pop(threading.get_ident(), None)
+            self._settle()  # (interrupted: a loss stays for the next flush)
+            lost = self._lost.pop(threading.current_thread(), None)
         if lost is not None:
             _raise_lost(lost, self.location)
 
@@ -685,7 +686,7 @@ class Ledger:
                 if pool is not None and pool[0] == os.getpid():
                     pool[1].shutdown()
                 self._backend.close()
-                lost = self._lost.pop(threading.get_ident(), None)
+            lost = self._lost.pop(threading.current_thread(), None)
         if lost is not None:
             _raise_lost(lost, self.location)
 
@@ -947,8 +948,7 @@ class Ledger:
             return False
         view = self._view
         exact = view is head or (view is not None and view == head)
-        thread = threading.get_ident()
-        self._lost.pop(thread, None)  # (an older loss was this thread's to ask about)
+        thread = threading.current_thread()  # (an older loss stays for its flush())
         self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact, thread)
         self._lock.inflight = (os.getpid(), future)  # others wait for it before reading
         _QUEUED.add(self)  # confirmed at exit if nothing else does
@@ -989,14 +989,12 @@ class Ledger:
         self._forget_view()
         try:
             self._store(q.key, q.payload)
-        except Exception as e:  # noqa: BLE001 - kept for the storing thread (see flush)
+        except BaseException as e:  # kept for the storing thread (see flush); an
+            # interrupt is raised here too
             self._pending.pop(q.key, None)  # nobody tries again: lost
-            if len(self._lost) >= 64:
-                self._lost.clear()
             self._lost[q.thread] = e
-        except BaseException:  # an interrupt: lost too, and raised here
-            self._pending.pop(q.key, None)
-            raise
+            if not isinstance(e, Exception):
+                raise
 
     def _forget_view(self) -> None:
         self._view = None
@@ -1404,7 +1402,7 @@ class _Queued:
     head: LedgerEntry
     future: Future[bool]
     exact: bool  # the view was exactly as of ``head`` (a charge may be decided after it)
-    thread: int  # the thread that stored it (its flush() says if it was lost)
+    thread: threading.Thread  # the thread that stored it (its flush() says if it was lost)
 
 
 def _raise_lost(lost: BaseException, location: str) -> None:
@@ -1413,7 +1411,7 @@ def _raise_lost(lost: BaseException, location: str) -> None:
     if isinstance(lost, LedgerTamperedError):
         raise lost
     raise AnswerLostError(f"an answer this thread stored could not be written to the ledger "
-                          f"{location} ({lost})",
+                          f"{location} ({str(lost) or type(lost).__name__})",
                           remedy="do not send it: it cannot be replayed (its budget stays "
                                  "spent); retry the query under a new request id") from lost
 

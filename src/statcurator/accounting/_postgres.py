@@ -134,9 +134,13 @@ class PostgresBackend(LedgerBackend):
         try:
             conn = self._psycopg.connect(self._dsn, autocommit=True,
                                          connect_timeout=max(1, int(self.timeout)))
-            # a write that waits on another session's lock (its open transaction) gives up
-            # after the timeout too, instead of holding the ledger and its writer thread
-            conn.execute(f"SET lock_timeout = {max(1, int(self.timeout * 1000))}")
+            try:
+                # a write that waits on another session's lock (its open transaction) gives
+                # up after the timeout too, instead of holding the ledger and its writer
+                conn.execute(f"SET lock_timeout = {max(1, int(self.timeout * 1000))}")
+            except BaseException:
+                conn.close()
+                raise
             return conn
         except self._psycopg.Error as e:
             raise LedgerError(f"cannot connect to the ledger database {self.location} "
@@ -188,6 +192,11 @@ class PostgresBackend(LedgerBackend):
                 if not exists:
                     for statement in _schema(s):
                         conn.execute(statement)
+        except self._psycopg.errors.LockNotAvailable:
+            raise LedgerError(f"the ledger {self.location} stayed locked by another session "
+                              f"(creating it) for {self.timeout:g} s",
+                              remedy="retry; if it lasts, look for a session holding a "
+                                     "transaction open on the ledger") from None
         except self._psycopg.Error as e:
             raise LedgerError(f"cannot create the ledger in {self.location} ({_what(e)})",
                               remedy="check the role's rights to create tables") from None
@@ -290,10 +299,13 @@ class PostgresBackend(LedgerBackend):
         if missing := _TRIGGERS - enabled:
             found.append(f"the append-only trigger(s) {sorted(missing)} were dropped or "
                          "disabled")
-        unique = {str(name) for (name,) in self._run(
-            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        unique = {str(name) for name, definition in self._run(
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid, 0, true) FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid",
-            (self._q,))}
+            (self._q,))
+            if str(definition).endswith(" USING btree (analyst, request_id) WHERE type = "
+                                        f"'{str(name).split('_')[1].rstrip('s')}'::text")}
         if dropped := UNIQUE_INDEXES - unique:
             found.append(f"the unique index(es) {sorted(dropped)} were dropped")
         return found

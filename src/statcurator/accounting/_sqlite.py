@@ -97,6 +97,10 @@ _SCHEMA = [
     "FROM ledger WHERE type = 'answer'",
 ]
 _TRIGGERS = {"ledger_append_only_update", "ledger_append_only_delete"}
+#: the unique indexes' definitions as sqlite_master keeps them (see problems())
+_UNIQUE_SQL = {" ".join(s.split())[len("CREATE UNIQUE INDEX IF NOT EXISTS "):].split(" ")[0]:
+               " ".join(s.replace("IF NOT EXISTS ", "").split())
+               for s in _SCHEMA if s.startswith("CREATE UNIQUE INDEX")}
 
 _COLS = ", ".join(COLUMNS)
 _INSERT = f"INSERT INTO ledger ({_COLS}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -340,9 +344,9 @@ class SQLiteBackend(LedgerBackend):
         relaxed = entry.type == "answer" and self._path is not None
         try:
             with self._inserting, _translated(self.location, self._timeout):
-                if relaxed:
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                try:
+                try:  # (the switch inside: Ctrl-C raised as it returns is undone too)
+                    if relaxed:
+                        conn.execute("PRAGMA synchronous = NORMAL")
                     return int(conn.execute(sql, params).rowcount)
                 finally:
                     if relaxed:
@@ -379,8 +383,9 @@ class SQLiteBackend(LedgerBackend):
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'ledger'")}
         if missing := _TRIGGERS - names:
             found.append(f"the append-only trigger(s) {sorted(missing)} were dropped")
-        unique = {str(n) for (n,) in self._rows(
-            "SELECT name FROM pragma_index_list('ledger') WHERE \"unique\" = 1")}
+        unique = {str(n) for n, sql in self._rows(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger'")
+            if " ".join(str(sql).split()) == _UNIQUE_SQL.get(str(n))}
         if dropped := UNIQUE_INDEXES - unique:
             found.append(f"the unique index(es) {sorted(dropped)} were dropped")
         top = self._rows("SELECT (SELECT max(seq) FROM ledger), "
