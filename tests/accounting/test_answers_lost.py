@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from fractions import Fraction
 
 import pytest
 
 from statcurator.accounting import AnswerLostError, Ledger, LedgerTamperedError
 from statcurator.core.measures import PureDP
 
-Q = "SELECT COUNT(*) FROM adult"
-QUARTER = PureDP(Fraction(1, 4))
-
-
-def _funded(led: Ledger) -> Ledger:
-    led.set_dataset_budget("adult", PureDP(1000))
-    led.set_budget("alice", "adult", PureDP(1))
-    led.set_budget("bob", "adult", PureDP(1))
-    return led
+from .test_answers_in_flight import QUARTER, Q, _funded
 
 
 def _charge(led: Ledger, rid: str, analyst: str = "alice", alongside=None, new_id=False):
