@@ -190,9 +190,10 @@ class Ledger:
         self._view_rows: dict[tuple[str, ...], LedgerEntry] = {}
         #: the answer the writer thread is appending, not confirmed yet (see store_answer)
         self._queued: _Queued | None = None
-        #: by thread (the object: an ident is reused once its thread is gone): the error
-        #: that lost an answer that thread handed over (see flush)
-        self._lost: weakref.WeakKeyDictionary[threading.Thread, BaseException] = (
+        #: by thread (its _ThreadKey: an ident, and the _DummyThread of a thread the
+        #: threading module did not start, outlive the thread): the error that lost an
+        #: answer that thread handed over (see flush)
+        self._lost: weakref.WeakKeyDictionary[_ThreadKey, BaseException] = (
             weakref.WeakKeyDictionary())
         self._pool: tuple[int, ThreadPoolExecutor] | None = None
         self._closed = False
@@ -511,13 +512,14 @@ class Ledger:
 
         Raises :class:`AnswerLostError` when an answer this thread handed over could not be
         written (the budget stays spent; do not send that answer: it cannot be replayed), or
-        the :class:`LedgerTamperedError` that stopped it.
+        the :class:`LedgerTamperedError` that stopped it. Losses are told to the thread that
+        called :meth:`store_answer`: flush from that thread.
 
         >>> Ledger().flush()
         """
         with self._lock.rlock:  # the C lock's own with: no gap for an interrupt
             self._settle()  # (interrupted: a loss stays for the next flush)
-            lost = self._lost.pop(threading.current_thread(), None)
+            lost = self._lost.pop(_this_thread(), None)
         if lost is not None:
             _raise_lost(lost, self.location)
 
@@ -686,7 +688,7 @@ class Ledger:
                 if pool is not None and pool[0] == os.getpid():
                     pool[1].shutdown()
                 self._backend.close()
-            lost = self._lost.pop(threading.current_thread(), None)
+            lost = self._lost.pop(_this_thread(), None)
         if lost is not None:
             _raise_lost(lost, self.location)
 
@@ -948,7 +950,7 @@ class Ledger:
             return False
         view = self._view
         exact = view is head or (view is not None and view == head)
-        thread = threading.current_thread()  # (an older loss stays for its flush())
+        thread = _this_thread()  # (an older loss stays for its flush())
         self._queued = _Queued(os.getpid(), key, payload, row, head, future, exact, thread)
         self._lock.inflight = (os.getpid(), future)  # others wait for it before reading
         _QUEUED.add(self)  # confirmed at exit if nothing else does
@@ -974,25 +976,29 @@ class Ledger:
         call settled carries on (its own read meets the same trouble, if it is the
         ledger's)."""
         q, self._queued = self._queued, None
-        _QUEUED.discard(self)
         if q is None:
             return
-        if q.pid != os.getpid():  # a forked child: the parent confirms its own answer
+        written = False
+        try:  # (from here on: an interrupt anywhere before the answer is written loses it)
+            _QUEUED.discard(self)
+            if q.pid != os.getpid():  # a forked child: the parent confirms its own answer
+                written = True  # (not this process's to report)
+                self._forget_view()
+                return
+            failed = _settled(q.future)
+            if failed is None and q.future.result():
+                written = True
+                self._seen = max(self._seen, q.row.seq)
+                self._remember(q.row)
+                self._pending.pop(q.key, None)
+                return
             self._forget_view()
-            return
-        failed = _settled(q.future)
-        if failed is None and q.future.result():
-            self._seen = max(self._seen, q.row.seq)
-            self._remember(q.row)
-            self._pending.pop(q.key, None)
-            return
-        self._forget_view()
-        try:
             self._store(q.key, q.payload)
         except BaseException as e:  # kept for the storing thread (see flush); an
             # interrupt is raised here too
-            self._pending.pop(q.key, None)  # nobody tries again: lost
-            self._lost[q.thread] = e
+            if not written:
+                self._pending.pop(q.key, None)  # nobody tries again: lost
+                self._lost[q.thread] = e
             if not isinstance(e, Exception):
                 raise
 
@@ -1402,7 +1408,28 @@ class _Queued:
     head: LedgerEntry
     future: Future[bool]
     exact: bool  # the view was exactly as of ``head`` (a charge may be decided after it)
-    thread: threading.Thread  # the thread that stored it (its flush() says if it was lost)
+    thread: _ThreadKey  # the thread that stored it (its flush() says if it was lost)
+
+
+class _ThreadKey:
+    """A thread's key for the answers it lost (``Ledger._lost``): one object per thread,
+    held by a :class:`threading.local`, so it goes with its thread. Not
+    ``threading.current_thread()``: for a thread the threading module did not start (C
+    extensions', mod_wsgi's, ``_thread``'s) that is a ``_DummyThread`` kept in
+    ``threading._active`` by ident for ever, and handed to the next such thread the OS
+    gives the same ident."""
+
+    __slots__ = ("__weakref__",)
+
+
+_THREAD_KEYS = threading.local()
+
+
+def _this_thread() -> _ThreadKey:
+    key: _ThreadKey | None = getattr(_THREAD_KEYS, "key", None)
+    if key is None:
+        key = _THREAD_KEYS.key = _ThreadKey()
+    return key
 
 
 def _raise_lost(lost: BaseException, location: str) -> None:
