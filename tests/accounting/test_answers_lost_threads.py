@@ -1,7 +1,7 @@
 """A lost answer is reported to the thread that stored it even when threads are not the
-threading module's, and an interrupt anywhere in its confirmation still reports it; an
-operator's extra unique index does not stop a PostgreSQL ledger opening (review 51: each
-test here failed on cae851b)."""
+threading module's, and an operator's extra unique index does not stop a PostgreSQL
+ledger opening (review 51: each test here failed on cae851b; its third, an interrupt
+before the confirmation's try, is in test_answers_lost.py)."""
 
 from __future__ import annotations
 
@@ -77,42 +77,6 @@ def test_a_new_non_threading_thread_is_not_told_of_a_dead_ones_lost_answer(tmp_p
         pytest.skip("the OS gave the new thread another ident")
     assert got[1] is None, f"a new thread that stored nothing was told: {got[1]!r}"
 
-
-
-def test_ctrl_c_in_confirm_before_the_fallback_still_says_the_answer_was_lost(tmp_path):
-    """b29d764: 'a thread's loss stays until its flush() or close() asks: no longer dropped
-    ... by an interrupted flush()'. _confirm takes the queued answer off _queued first and
-    only then enters the try that records a loss: Ctrl-C landing in between (here in
-    _forget_view, right before the fallback write; likewise in _QUEUED.discard or
-    _settled) drops the answer without a loss. The next flush() returns normally, the
-    service sends an answer that is not in the ledger, and a replay says 'still being
-    computed in this process' for good."""
-    from statcurator.core.measures import PureDP
-    path = tmp_path / "l.db"
-    led, other = _funded(Ledger(path)), Ledger(path)
-    _charge(led, "r1", alongside=lambda: None)
-    other.set_budget("carol", "adult", PureDP(1))        # the conditional INSERT misses
-    led.store_answer("alice", "r1", "42")
-    led._queued.future.exception()
-    real = led._forget_view
-
-    def interrupted() -> None:                           # Ctrl-C as _confirm gets there
-        led._forget_view = real
-        raise KeyboardInterrupt
-    led._forget_view = interrupted
-    with pytest.raises(KeyboardInterrupt):
-        led.flush()
-    try:
-        stored = led.answer("alice", "r1")
-        if stored is None:                               # not in the ledger: must be told
-            with pytest.raises(AnswerLostError):
-                led.flush()
-        else:
-            assert stored == "42"
-    finally:
-        with contextlib.suppress(AnswerLostError):
-            led.close()
-        other.close()
 
 
 def test_pg_an_extra_unique_index_without_underscore_does_not_crash_the_open(pg_dsn):
