@@ -937,14 +937,13 @@ class Ledger:
         Until a later :meth:`_settle` confirms it, the answer is the head of the view only
         (a charge may be decided after it, see :meth:`_ahead`): it is not in ``_checked``,
         and ``_seen`` stays at the row before it."""
-        dataset = self._pending.get(key)
-        head = self._checked.get(self._seen)
-        if (dataset is None or head is None or not self._backend.overlaps_appends
+        if (not self._backend.overlaps_appends
                 or type(self._backend).append_after is LedgerBackend.append_after):
             return False  # (a backend that cannot append after a row: written now)
-        row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
-                          analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
-        row = _seal(row, digest(row, self._key))
+        after = self._answer_after_head(key, payload)
+        if after is None:
+            return False
+        row, head = after
         future = self._submit(self._backend.append_after, row, head)
         if future is None:
             return False
@@ -1025,6 +1024,18 @@ class Ledger:
             return None
         return {"head": q.row, "grant": grant, "dataset": data}
 
+    def _answer_after_head(self, key: tuple[str, str],
+                           payload: str) -> tuple[LedgerEntry, LedgerEntry] | None:
+        """The sealed answer row of a charge this object made (still pending), right after
+        the row it knows as the head, and that head; None when either is unknown."""
+        dataset = self._pending.get(key)
+        head = self._checked.get(self._seen)
+        if dataset is None or head is None:
+            return None
+        row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
+                          analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
+        return _seal(row, digest(row, self._key)), head
+
     def _answer_at_head(self, key: tuple[str, str], payload: str) -> bool:
         """Append the answer of a charge this object made (still pending) right after the
         last row it wrote or read, in one statement and without reading first; False
@@ -1038,13 +1049,10 @@ class Ledger:
         made a charge stores its answer, once, so no answer exists yet (a unique index
         refuses a second). Any other outcome falls back to :meth:`_write` (read — with its
         checks that the ledger did not shrink and its rows are intact — decide, append)."""
-        dataset = self._pending.get(key)
-        head = self._checked.get(self._seen)
-        if dataset is None or head is None:
+        after = self._answer_after_head(key, payload)
+        if after is None:
             return False
-        row = LedgerEntry(seq=head.seq + 1, at=_now(), prev_hash=head.hash, type="answer",
-                          analyst=key[0], dataset=dataset, request_id=key[1], payload=payload)
-        row = _seal(row, digest(row, self._key))
+        row, head = after
         try:
             if not self._backend.append_after(row, head):
                 return False
