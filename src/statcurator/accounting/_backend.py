@@ -111,8 +111,9 @@ _CONTENT = attrgetter(*COLUMNS[:-2])
 
 
 #: the unique indexes that refuse a second charge, or a second answer, under one (analyst,
-#: request id): a charge decided without a read relies on the first (see Ledger._ahead)
-UNIQUE_INDEXES = frozenset({"ledger_charge_ids", "ledger_answer_ids"})
+#: request id), and the row type each covers: a charge decided without a read relies on the
+#: first (see Ledger._ahead)
+UNIQUE_INDEXES = {"ledger_charge_ids": "charge", "ledger_answer_ids": "answer"}
 
 
 def links_after(entry: LedgerEntry, head: LedgerEntry) -> bool:

@@ -94,8 +94,6 @@ def _schema(s: str) -> list[str]:
 
 
 _TRIGGERS = {"ledger_append_only", "ledger_no_truncate"}
-#: the row type each unique index on (analyst, request id) covers (see problems())
-_UNIQUE_TYPES = {"ledger_charge_ids": "charge", "ledger_answer_ids": "answer"}
 
 
 class PostgresBackend(LedgerBackend):
@@ -306,10 +304,10 @@ class PostgresBackend(LedgerBackend):
             "JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid",
             (self._q,))
-            if str(name) in _UNIQUE_TYPES and str(definition).endswith(
+            if str(name) in UNIQUE_INDEXES and str(definition).endswith(
                 " USING btree (analyst, request_id) WHERE type = "
-                f"'{_UNIQUE_TYPES[str(name)]}'::text")}
-        if dropped := UNIQUE_INDEXES - unique:
+                f"'{UNIQUE_INDEXES[str(name)]}'::text")}
+        if dropped := set(UNIQUE_INDEXES) - unique:
             found.append(f"the unique index(es) {sorted(dropped)} were dropped")
         return found
 

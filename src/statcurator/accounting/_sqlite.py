@@ -386,7 +386,7 @@ class SQLiteBackend(LedgerBackend):
         unique = {str(n) for n, sql in self._rows(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger'")
             if " ".join(str(sql).split()) == _UNIQUE_SQL.get(str(n))}
-        if dropped := UNIQUE_INDEXES - unique:
+        if dropped := set(UNIQUE_INDEXES) - unique:
             found.append(f"the unique index(es) {sorted(dropped)} were dropped")
         top = self._rows("SELECT (SELECT max(seq) FROM ledger), "
                          "(SELECT seq FROM sqlite_sequence WHERE name = 'ledger')")[0]
